@@ -1,0 +1,15 @@
+"""kernelzoo: deep-learning kernels in every plugin kind, with an autotuning database.
+
+    import kernelzoo
+    y = kernelzoo.ops.softmax(x, dim=-1)          # runs the tuned (or default) plugin
+    with kernelzoo.use("openmp"):                  # force one
+        y = kernelzoo.ops.softmax(x)
+    kernelzoo.explain("softmax", x).plugin         # what would run, and why
+"""
+
+from kernelzoo import errors, ops
+from kernelzoo.dispatch import Choice, explain, use
+from kernelzoo.registry import Call, Implementation, Op, registry
+
+__version__ = "0.1.0"
+__all__ = ["Call", "Choice", "Implementation", "Op", "errors", "explain", "ops", "registry", "use"]

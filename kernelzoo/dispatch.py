@@ -1,0 +1,146 @@
+"""Choosing which implementation runs a call: forced plugin, tuned winner, or the default order.
+
+The automatic choice, in order: a plugin forced by ``kernelzoo.use()`` or ``KERNELZOO_PLUGIN``;
+the tuned winner for the call's key (a source of winners is installed by the tuning
+database); else the first available plugin of :data:`DEFAULT_ORDER` that can run the call.
+Candidates are cached per key, so a steady-state call costs a dict lookup and one
+``supports()`` check.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import os
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from kernelzoo.errors import UnsupportedError
+from kernelzoo.registry import Call, Implementation, Op, registry
+
+# Without tuning data, the plugin expected fastest first. Triton before raw CUDA on the GPU
+# because its kernels are tuned by shape classes; torch before python everywhere. Triton on
+# the CPU (its interpreter) and plugins of other kinds are never chosen automatically ahead
+# of these; third-party kinds follow in name order.
+DEFAULT_ORDER: dict[str, tuple[str, ...]] = {
+    "cuda": ("triton", "cuda", "torch", "python"),
+    "cpu": ("openmp", "torch", "python"),
+}
+_BUILTIN_KINDS = ("python", "openmp", "cuda", "triton", "torch")
+
+_forced: contextvars.ContextVar[str | None] = contextvars.ContextVar("kernelzoo_forced", default=None)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What a call runs: the plugin, its config, and why it was chosen."""
+
+    plugin: str
+    config: Mapping[str, Any]
+    reason: str
+    impl: Implementation = field(repr=False)
+
+
+# A source of tuned winners: (op, call) -> Choice or None. Installed by kernelzoo.db.
+WinnerSource = Callable[[Op, Call], "Choice | None"]
+_winner_source: WinnerSource | None = None
+_cache: dict[tuple, list[Choice]] = {}
+_warned: set[tuple] = set()
+
+
+def set_winner_source(source: WinnerSource | None) -> None:
+    """Install the function that looks tuned winners up; clears the choice cache."""
+    global _winner_source
+    _winner_source = source
+    clear_cache()
+
+
+def clear_cache() -> None:
+    """Forget cached choices (after tuning, or when the database changed)."""
+    _cache.clear()
+
+
+class use:
+    """Force a plugin inside a ``with`` block: ``with kernelzoo.use("openmp"): ...``."""
+
+    def __init__(self, plugin: str) -> None:
+        self.plugin = plugin
+
+    def __enter__(self) -> use:
+        self._token = _forced.set(self.plugin)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _forced.reset(self._token)
+
+
+def forced_plugin() -> str | None:
+    return _forced.get() or os.environ.get("KERNELZOO_PLUGIN") or None
+
+
+def _default_choices(op: Op, device: torch.device) -> list[Choice]:
+    order = DEFAULT_ORDER.get(device.type, ())
+    impls = {i.plugin: i for i in registry.implementations(op.name)}
+    others = sorted(p for p in impls if p not in _BUILTIN_KINDS)
+    choices = []
+    for plugin in (*order, *others):
+        impl = impls.get(plugin)
+        if impl is None or device.type not in impl.devices() or not registry.availability(impl):
+            continue
+        choices.append(Choice(plugin, impl.config(), "default order", impl))
+    return choices
+
+
+def _candidates(op: Op, call: Call) -> list[Choice]:
+    key = (op.name, call.device, call.dtype, op.bucket(call), op.flags(call))
+    found = _cache.get(key)
+    if found is None:
+        tuned = _winner_source(op, call) if _winner_source is not None else None
+        found = ([tuned] if tuned is not None else []) + _default_choices(op, call.device)
+        _cache[key] = found
+    return found
+
+
+def choose(op: Op, call: Call) -> Choice:
+    """The implementation and config that will run ``call``."""
+    forced = forced_plugin()
+    if forced:
+        impl = registry.impl(op.name, forced)
+        availability = registry.availability(impl)
+        if not availability:
+            raise UnsupportedError(f"{op.name}: plugin {forced!r} was forced but is not available: "
+                                   f"{availability.reason}")
+        why = impl.supports(call)
+        if why:
+            raise UnsupportedError(f"{op.name}: plugin {forced!r} was forced but cannot run "
+                                   f"{call.describe()}: {why}")
+        return Choice(forced, impl.config(), "forced", impl)
+    reasons = []
+    for choice in _candidates(op, call):
+        why = choice.impl.supports(call)
+        if why is None:
+            return choice
+        reasons.append(f"{choice.plugin}: {why}")
+        if choice.reason != "default order" and (op.name, choice.plugin) not in _warned:
+            _warned.add((op.name, choice.plugin))
+            warnings.warn(f"kernelzoo: {op.name}: tuned plugin {choice.plugin!r} cannot run "
+                          f"{call.describe()} ({why}); falling back", RuntimeWarning, stacklevel=3)
+    detail = "; ".join(reasons) or f"no plugin is available on {call.device.type}"
+    raise UnsupportedError(f"{op.name}: nothing can run {call.describe()}: {detail}")
+
+
+def explain(op: str, *args: Any, **kwargs: Any) -> Choice:
+    """What ``kernelzoo.ops.<op>(*args, **kwargs)`` would run, and why, without running it."""
+    spec = registry.op(op)
+    return choose(spec, spec.check(*args, **kwargs))
+
+
+def call_op(op: str, *args: Any, **kwargs: Any) -> Any:
+    """Check the arguments, choose an implementation, run it."""
+    spec = registry.op(op)
+    call = spec.check(*args, **kwargs)
+    choice = choose(spec, call)
+    return choice.impl.run(call, choice.config)

@@ -1,0 +1,40 @@
+"""``kernelzoo.ops.<name>``: one function per registered op, dispatched to the chosen plugin.
+
+The functions are made from the registry on first access, so ops of third-party plugins
+appear here too; each carries its op's signature and docstring.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from kernelzoo.dispatch import call_op
+from kernelzoo.registry import registry
+
+
+@functools.cache
+def _function(name: str) -> Callable[..., Any]:
+    op = registry.op(name)
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        return call_op(name, *args, **kwargs)
+
+    run.__name__ = run.__qualname__ = name
+    run.__doc__ = type(op).__doc__
+    run.__signature__ = op.signature  # type: ignore[attr-defined]
+    return run
+
+
+def __getattr__(name: str) -> Callable[..., Any]:
+    if name.startswith("__"):
+        raise AttributeError(name)
+    try:
+        return _function(name)
+    except KeyError as exc:
+        raise AttributeError(str(exc)) from None
+
+
+def __dir__() -> list[str]:
+    return sorted(registry.load().ops)

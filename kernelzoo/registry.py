@@ -1,0 +1,417 @@
+"""Op specs, implementations, and the registry that finds them through entry points.
+
+An :class:`Op` owns every fact of an op that holds whatever computes it: argument checks,
+the float64 reference, tolerance, FLOP and byte counts, shape buckets, representative shapes
+and conformance cases. An :class:`Implementation` owns only how one plugin kind computes it.
+Plugins (built-in ones too) are found through the entry-point group ``kernelzoo.plugins``:
+each entry point names a module or package; every ``Op`` subclass and every implementation
+class with ``op`` and ``plugin`` set that is defined in it (or in its submodules) is registered.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib
+import inspect
+import math
+import pkgutil
+import sys
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from pathlib import Path
+from types import ModuleType
+from typing import Any, ClassVar
+
+import torch
+
+from kernelzoo.errors import ArgumentError, DeviceError, DTypeError, UnknownError
+from kernelzoo.tolerance import Tolerance, tolerance_for
+
+ENTRY_POINT_GROUP = "kernelzoo.plugins"
+FLOATS = (torch.float32, torch.float16, torch.bfloat16)
+DTYPE_NAMES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
+# Poisoning outputs (conformance tests) shows elements a kernel never wrote.
+_poison = threading.local()
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """'float32' for torch.float32, and so on."""
+    return DTYPE_NAMES.get(dtype, str(dtype).removeprefix("torch."))
+
+
+def parse_dtype(name: str) -> torch.dtype:
+    """torch dtype from 'float32' / 'fp16' / 'bf16' style names."""
+    aliases = {"fp32": "float32", "f32": "float32", "fp16": "float16", "half": "float16",
+               "f16": "float16", "bf16": "bfloat16"}
+    name = aliases.get(name, name)
+    for dtype, known in DTYPE_NAMES.items():
+        if known == name:
+            return dtype
+    raise ArgumentError(f"unknown dtype {name!r}; expected one of {', '.join(DTYPE_NAMES.values())}")
+
+
+class poison_outputs:
+    """Context manager: outputs allocated through :meth:`Call.empty` are filled with NaN."""
+
+    def __enter__(self) -> None:
+        _poison.on = True
+
+    def __exit__(self, *exc: object) -> None:
+        _poison.on = False
+
+
+@dataclass
+class Call:
+    """One checked call of an op: its tensor inputs by name and its other arguments."""
+
+    op: Op
+    inputs: dict[str, torch.Tensor]
+    params: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def device(self) -> torch.device:
+        return next(iter(self.inputs.values())).device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(iter(self.inputs.values())).dtype
+
+    def empty(self, shape: Sequence[int], dtype: torch.dtype | None = None) -> torch.Tensor:
+        """A new output tensor on the call's device (NaN-filled while outputs are poisoned)."""
+        out = torch.empty(tuple(shape), dtype=dtype or self.dtype, device=self.device)
+        if getattr(_poison, "on", False):
+            out.fill_(float("nan"))
+        return out
+
+    def replace(self, **inputs: torch.Tensor) -> Call:
+        """The same call with some inputs replaced (e.g. by contiguous copies)."""
+        return Call(self.op, {**self.inputs, **inputs}, dict(self.params))
+
+    def describe(self) -> str:
+        """Shapes and dtype, for messages: 'softmax(x: 17x1023 float32, dim=-1)'."""
+        parts = [f"{k}: {'x'.join(map(str, v.shape)) or 'scalar'} {dtype_name(v.dtype)}"
+                 for k, v in self.inputs.items()]
+        parts += [f"{k}={v!r}" for k, v in self.params.items()]
+        return f"{self.op.name}({', '.join(parts)})"
+
+
+@dataclass(frozen=True)
+class Case:
+    """One conformance case: ``make(device, dtype, generator) -> (args, kwargs)``."""
+
+    id: str
+    make: Callable[[torch.device, torch.dtype, torch.Generator], tuple[tuple, dict]]
+    small: bool = True  # small enough for Triton's interpreter on the CPU
+
+
+@dataclass(frozen=True)
+class BadCase:
+    """Arguments the op must reject before any kernel runs, and what it must raise."""
+
+    id: str
+    make: Callable[[], tuple[tuple, dict]]
+    error: type[Exception]
+    match: str
+
+
+def randn(shape: Sequence[int], device: torch.device | str, dtype: torch.dtype,
+          generator: torch.Generator | None = None, scale: float = 1.0) -> torch.Tensor:
+    """Standard-normal test data drawn in float32 on the CPU (reproducible), then moved."""
+    x = torch.randn(tuple(shape), generator=generator, dtype=torch.float32) * scale
+    return x.to(device=device, dtype=dtype)
+
+
+class Op:
+    """The spec of one op. Subclasses set ``name`` and implement ``check`` and ``reference``."""
+
+    name: ClassVar[str]
+    # representative problem shapes per device type, for tuning and benchmarks
+    shapes: ClassVar[Mapping[str, Sequence[tuple[int, ...]]]] = {}
+
+    def check(self, *args: Any, **kwargs: Any) -> Call:
+        """Validate and normalise arguments; raise a kernelzoo error naming the bad one."""
+        raise NotImplementedError
+
+    def reference(self, call: Call) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        """The op's meaning, computed in float64 (outputs of float64 dtype)."""
+        raise NotImplementedError
+
+    def example(self, shape: Sequence[int], dtype: torch.dtype, device: torch.device | str,
+                generator: torch.Generator | None = None) -> Call:
+        """A call on fresh random inputs of a representative ``shape``."""
+        raise NotImplementedError
+
+    def sizes(self, call: Call) -> dict[str, int]:
+        """The problem's sizes by name; shape buckets and shape strings come from these."""
+        x = next(iter(call.inputs.values()))
+        return {f"d{i}": n for i, n in enumerate(x.shape)}
+
+    def flops(self, call: Call) -> float:
+        """Floating-point operations of one call."""
+        return 0.0
+
+    def bytes(self, call: Call) -> float:
+        """Fewest bytes one call must move: every input read once, every output written once."""
+        out = sum(t.numel() * t.element_size() for t in call.inputs.values())
+        x = next(iter(call.inputs.values()))
+        return float(out + x.numel() * x.element_size())
+
+    def flags(self, call: Call) -> str:
+        """Non-shape parameters that change the kernel (part of the tuning key), '' if none."""
+        return ""
+
+    def bucket(self, call: Call) -> tuple[int, ...]:
+        """Shape bucket: each size rounded to the nearest power of two (log2)."""
+        return tuple(0 if n <= 1 else round(math.log2(n)) for n in self.sizes(call).values())
+
+    def shape_string(self, call: Call) -> str:
+        return "x".join(str(n) for n in self.sizes(call).values())
+
+    def tolerance(self, call: Call) -> Tolerance:
+        """The table's tolerance for the call's dtype; ops with long reductions widen it."""
+        return tolerance_for(call.dtype)
+
+    def cases(self) -> Sequence[Case]:
+        """Conformance cases: odd sizes, empty, non-contiguous, NaN/Inf."""
+        return ()
+
+    def bad_cases(self) -> Sequence[BadCase]:
+        """Inputs that must be rejected before a kernel runs."""
+        return ()
+
+    @functools.cached_property
+    def signature(self) -> inspect.Signature:
+        return inspect.signature(self.check)
+
+
+@dataclass(frozen=True)
+class Availability:
+    ok: bool
+    reason: str = ""
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+class Implementation:
+    """How one plugin kind computes one op. Subclasses set ``op``, ``plugin`` and ``run``."""
+
+    op: ClassVar[str]
+    plugin: ClassVar[str]
+    # dtypes by device type; float32 is the CPU dtype of every compiled plugin
+    dtypes: ClassVar[Mapping[str, Sequence[torch.dtype]]] = {
+        "cpu": (torch.float32,), "cuda": FLOATS}
+    config_space: ClassVar[Mapping[str, Sequence[Any]]] = {}
+    default_config: ClassVar[Mapping[str, Any]] = {}
+    # kernel sources beside the module; their text is part of the tuning key
+    sources: ClassVar[Sequence[str]] = ()
+
+    def available(self) -> Availability:
+        """Whether this plugin can run at all here (compiler, GPU, library), with the reason."""
+        return Availability(True)
+
+    def devices(self) -> tuple[str, ...]:
+        """Device types this implementation can run on in this process."""
+        return tuple(self.dtypes)
+
+    def supports(self, call: Call) -> str | None:
+        """None if this implementation can run ``call``, else the reason it cannot."""
+        device = call.device.type
+        if device not in self.devices():
+            return f"runs on {' or '.join(self.devices())}, not {device}"
+        if call.dtype not in self.dtypes[device]:
+            allowed = ", ".join(dtype_name(d) for d in self.dtypes[device])
+            return f"takes {allowed} on {device}, not {dtype_name(call.dtype)}"
+        return None
+
+    def run(self, call: Call, config: Mapping[str, Any]) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        """Compute the op for ``call`` with launch parameters ``config``."""
+        raise NotImplementedError
+
+    def config(self, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The default config with ``overrides`` applied."""
+        return {**self.default_config, **(overrides or {})}
+
+    def source_dir(self) -> Path:
+        return Path(inspect.getfile(type(self))).parent
+
+    def read_source(self, name: str) -> str:
+        return (self.source_dir() / name).read_text()
+
+    @functools.cached_property
+    def source_hash(self) -> str:
+        """Hash of the implementation's module and kernel sources, and its config space."""
+        h = hashlib.sha256(inspect.getsource(sys.modules[type(self).__module__]).encode())
+        for name in self.sources:
+            h.update(self.read_source(name).encode())
+        h.update(repr(sorted((k, list(v)) for k, v in self.config_space.items())).encode())
+        return h.hexdigest()[:16]
+
+    @property
+    def key(self) -> str:
+        return f"{self.op}/{self.plugin}"
+
+
+@dataclass
+class Broken(Implementation):
+    """A plugin module that failed to import: listed as unavailable with the error."""
+
+    op_name: str = ""
+    plugin_name: str = ""
+    error: str = ""
+
+    def __post_init__(self) -> None:
+        self.op, self.plugin = self.op_name, self.plugin_name  # type: ignore[misc]
+
+    def available(self) -> Availability:
+        return Availability(False, f"failed to import: {self.error}")
+
+
+class Registry:
+    """Every op and implementation found through the ``kernelzoo.plugins`` entry points."""
+
+    def __init__(self) -> None:
+        self.ops: dict[str, Op] = {}
+        self.impls: dict[str, dict[str, Implementation]] = {}
+        self._availability: dict[str, Availability] = {}
+        self._loaded = False
+        self._lock = threading.RLock()
+
+    # --- loading -----------------------------------------------------------------------
+    def load(self) -> Registry:
+        with self._lock:
+            if not self._loaded:
+                self._loaded = True
+                for ep in entry_points(group=ENTRY_POINT_GROUP):
+                    self._load_entry_point(ep.name, ep.value)
+        return self
+
+    def reload(self) -> Registry:
+        """Forget everything and discover the entry points again (new plugins installed)."""
+        with self._lock:
+            self.__init__()  # type: ignore[misc]
+            return self.load()
+
+    def _load_entry_point(self, name: str, target: str) -> None:
+        try:
+            module = importlib.import_module(target)
+        except Exception as exc:  # noqa: BLE001 - a broken plugin must not break the others
+            print(f"kernelzoo: plugin entry point {name}={target} failed to import: {exc}",
+                  file=sys.stderr)
+            return
+        self.register_module(module)
+
+    def register_module(self, module: ModuleType) -> None:
+        """Register the ops and implementations defined in ``module`` and its submodules."""
+        for mod, error in _walk(module):
+            if error is not None:
+                op_name, plugin = mod.rsplit(".", 2)[-2:]
+                self.add_impl(Broken(op_name=op_name, plugin_name=plugin, error=error))
+                continue
+            for obj in vars(mod).values():
+                if not isinstance(obj, type) or obj.__module__ != mod.__name__:
+                    continue
+                if obj.__name__.startswith("_"):
+                    continue
+                if issubclass(obj, Op) and "name" in vars(obj):
+                    self.add_op(obj())
+                elif issubclass(obj, Implementation) and hasattr(obj, "op") and hasattr(obj, "plugin"):
+                    self.add_impl(obj())
+
+    def add_op(self, op: Op) -> None:
+        self.ops[op.name] = op
+        self.impls.setdefault(op.name, {})
+
+    def add_impl(self, impl: Implementation) -> None:
+        self.impls.setdefault(impl.op, {})[impl.plugin] = impl
+        self._availability.pop(impl.key, None)
+
+    # --- lookup ------------------------------------------------------------------------
+    def op(self, name: str) -> Op:
+        self.load()
+        try:
+            return self.ops[name]
+        except KeyError:
+            raise UnknownError(f"unknown op {name!r}; known ops: {', '.join(sorted(self.ops))}") from None
+
+    def implementations(self, op: str) -> list[Implementation]:
+        self.op(op)
+        return list(self.impls[op].values())
+
+    def impl(self, op: str, plugin: str) -> Implementation:
+        impls = {i.plugin: i for i in self.implementations(op)}
+        if plugin not in impls:
+            raise UnknownError(f"{op} has no plugin {plugin!r}; its plugins: {', '.join(sorted(impls))}")
+        return impls[plugin]
+
+    def availability(self, impl: Implementation) -> Availability:
+        """``impl.available()``, asked once per process."""
+        if impl.key not in self._availability:
+            try:
+                self._availability[impl.key] = impl.available()
+            except Exception as exc:  # noqa: BLE001 - availability probes must not raise
+                self._availability[impl.key] = Availability(False, f"availability check failed: {exc}")
+        return self._availability[impl.key]
+
+    def __iter__(self) -> Iterator[Implementation]:
+        self.load()
+        for op in sorted(self.impls):
+            yield from self.impls[op].values()
+
+
+def _walk(module: ModuleType) -> Iterator[tuple[Any, str | None]]:
+    """The module and, if a package, all its submodules; a failed import yields (name, error)."""
+    yield module, None
+    if not hasattr(module, "__path__"):
+        return
+    for info in pkgutil.walk_packages(module.__path__, module.__name__ + ".", onerror=lambda _: None):
+        try:
+            yield _import_keeping_parent(info.name), None
+        except Exception as exc:  # noqa: BLE001 - recorded as a broken plugin
+            yield info.name, f"{type(exc).__name__}: {exc}"
+
+
+def _import_keeping_parent(name: str) -> ModuleType:
+    """Import ``name`` without rebinding it in its parent package.
+
+    Plugin modules are named after their kind (``torch.py``, ``triton.py``); Python binds an
+    imported submodule as an attribute of its package, which would replace the op package's
+    own ``import torch`` with the plugin module. The package keeps its global.
+    """
+    parent_name, _, child = name.rpartition(".")
+    parent = sys.modules.get(parent_name)
+    missing = object()
+    previous = vars(parent).get(child, missing) if parent is not None else missing
+    module = importlib.import_module(name)
+    if previous is not missing and previous is not module:
+        setattr(parent, child, previous)
+    return module
+
+
+registry = Registry()
+
+
+# --- helpers for op checks -------------------------------------------------------------
+
+def check_tensor(op: str, name: str, x: object, dtypes: Sequence[torch.dtype] = FLOATS) -> torch.Tensor:
+    """Raise unless ``x`` is a tensor of one of ``dtypes``."""
+    if not isinstance(x, torch.Tensor):
+        raise ArgumentError(f"{op}: {name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.dtype not in dtypes:
+        allowed = ", ".join(dtype_name(d) for d in dtypes)
+        raise DTypeError(f"{op}: {name} must be {allowed}, got {x.dtype}")
+    return x
+
+
+def check_same(op: str, **tensors: torch.Tensor) -> None:
+    """Raise unless all ``tensors`` share one device and one dtype."""
+    (first, t0), *rest = tensors.items()
+    for name, t in rest:
+        if t.device != t0.device:
+            raise DeviceError(f"{op}: {first} is on {t0.device} but {name} is on {t.device}; "
+                              "expected one device")
+        if t.dtype != t0.dtype:
+            raise DTypeError(f"{op}: {first} is {t0.dtype} but {name} is {t.dtype}; expected one dtype")

@@ -1,0 +1,76 @@
+"""The one tolerance table: how far an output may be from the float64 reference, per dtype.
+
+Every check in kernelzoo (conformance tests, the tuner's verification of a trial, the demo)
+compares with :func:`check_close`, so a looser or tighter rule is changed here only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """|out - ref| <= atol + rtol * |ref|, elementwise; NaN must match NaN, inf must match inf."""
+
+    rtol: float
+    atol: float
+
+    def scaled(self, factor: float) -> Tolerance:
+        """The same rule with both terms multiplied (ops whose error grows with a reduction length)."""
+        return Tolerance(self.rtol * factor, self.atol * factor)
+
+
+# rtol: a few units of the dtype's rounding (fp32 eps 1.2e-7, fp16 4.9e-4, bf16 3.9e-3 at
+# the output's last rounding); atol covers results that cancel to near zero.
+TOLERANCES: dict[torch.dtype, Tolerance] = {
+    torch.float32: Tolerance(rtol=1.3e-6, atol=1e-5),
+    torch.float16: Tolerance(rtol=1e-3, atol=1e-5),
+    torch.bfloat16: Tolerance(rtol=1.6e-2, atol=1e-4),
+}
+
+
+def tolerance_for(dtype: torch.dtype) -> Tolerance:
+    """The table's entry for ``dtype``."""
+    return TOLERANCES[dtype]
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """Why an output was rejected; ``str()`` gives a one-line report."""
+
+    what: str
+
+    def __str__(self) -> str:
+        return self.what
+
+
+def check_close(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> Mismatch | None:
+    """Compare ``out`` with the float64 ``ref``; None when it passes, else what is wrong."""
+    if out.shape != ref.shape:
+        return Mismatch(f"shape {tuple(out.shape)}, expected {tuple(ref.shape)}")
+    if out.numel() == 0:
+        return None
+    got = out.detach().to("cpu", torch.float64)
+    want = ref.detach().to("cpu", torch.float64)
+    nan_got, nan_want = torch.isnan(got), torch.isnan(want)
+    if not torch.equal(nan_got, nan_want):
+        n = int((nan_got != nan_want).sum())
+        return Mismatch(f"{n} element(s) NaN where the reference is not, or the other way round")
+    inf_want = torch.isinf(want)
+    if not torch.equal(torch.isinf(got), inf_want) or not torch.equal(got[inf_want], want[inf_want]):
+        return Mismatch("infinities differ from the reference")
+    finite = ~(nan_want | inf_want)
+    err = (got - want).abs()[finite]
+    bound = (tol.atol + tol.rtol * want.abs())[finite]
+    bad = err > bound
+    if bool(bad.any()):
+        worst = int(torch.argmax(err - bound))
+        return Mismatch(
+            f"{int(bad.sum())} of {out.numel()} elements off: max abs error {float(err.max()):.3g}, "
+            f"worst {float(err[worst]):.3g} > allowed {float(bound[worst]):.3g} "
+            f"(rtol {tol.rtol:g}, atol {tol.atol:g})"
+        )
+    return None

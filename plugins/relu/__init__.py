@@ -1,0 +1,17 @@
+"""relu(x) = max(x, 0), elementwise; NaN stays NaN (torch.relu semantics)."""
+
+from __future__ import annotations
+
+import torch
+
+from kernelzoo.elementwise import UnaryOp
+from kernelzoo.registry import Call
+
+
+class Relu(UnaryOp):
+    """relu(x): max(x, 0) elementwise, NaN propagated as torch.relu does."""
+
+    name = "relu"
+
+    def reference(self, call: Call) -> torch.Tensor:
+        return torch.relu(call.inputs["x"].double())
