@@ -298,7 +298,7 @@ class Registry:
     def _load_entry_point(self, name: str, target: str) -> None:
         try:
             module = importlib.import_module(target)
-        except Exception as exc:  # noqa: BLE001 - a broken plugin must not break the others
+        except Exception as exc:  # a broken plugin must not break the others
             print(f"kernelzoo: plugin entry point {name}={target} failed to import: {exc}",
                   file=sys.stderr)
             return
@@ -352,7 +352,7 @@ class Registry:
         if impl.key not in self._availability:
             try:
                 self._availability[impl.key] = impl.available()
-            except Exception as exc:  # noqa: BLE001 - availability probes must not raise
+            except Exception as exc:  # availability probes must not raise
                 self._availability[impl.key] = Availability(False, f"availability check failed: {exc}")
         return self._availability[impl.key]
 
@@ -370,7 +370,7 @@ def _walk(module: ModuleType) -> Iterator[tuple[Any, str | None]]:
     for info in pkgutil.walk_packages(module.__path__, module.__name__ + ".", onerror=lambda _: None):
         try:
             yield _import_keeping_parent(info.name), None
-        except Exception as exc:  # noqa: BLE001 - recorded as a broken plugin
+        except Exception as exc:  # recorded as a broken plugin
             yield info.name, f"{type(exc).__name__}: {exc}"
 
 

@@ -116,7 +116,7 @@ def thread_counts() -> list[int]:
     """Powers of two up to the cores this process may use, and that count itself."""
     n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     counts = [1 << i for i in range(n.bit_length()) if 1 << i < n]
-    return counts + [n]
+    return [*counts, n]
 
 
 class OpenMPImplementation(Implementation):

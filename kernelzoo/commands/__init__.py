@@ -1,0 +1,1 @@
+"""Subcommands of the ``kernelzoo`` command line, one module per group."""

@@ -1,0 +1,101 @@
+"""Timing a kernel the same way everywhere (tuner, ``kernelzoo bench``, benchmarks).
+
+GPU: CUDA events around each run, the 50 MB L2 flushed before each one by writing a 256 MB
+buffer (outside the events), after a warm-up that keeps compilation and module loads out.
+CPU: ``time.perf_counter`` around each run. Both report the median and the spread of many
+runs; the repeat count adapts so a measurement takes about ``budget_ms``.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+_flush_buffers: dict[torch.device, torch.Tensor] = {}
+L2_FLUSH_BYTES = 256 << 20
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Times of repeated runs, in milliseconds."""
+
+    times_ms: tuple[float, ...]
+
+    @property
+    def median_ms(self) -> float:
+        return statistics.median(self.times_ms)
+
+    @property
+    def min_ms(self) -> float:
+        return min(self.times_ms)
+
+    @property
+    def spread(self) -> float:
+        """Interquartile range over the median: the relative noise of this measurement."""
+        if len(self.times_ms) < 4:
+            return 0.0
+        q1, _, q3 = statistics.quantiles(self.times_ms, n=4)
+        return (q3 - q1) / self.median_ms if self.median_ms > 0 else 0.0
+
+
+def _flush_l2(device: torch.device) -> None:
+    buf = _flush_buffers.get(device)
+    if buf is None:
+        buf = _flush_buffers[device] = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device=device)
+    buf.zero_()
+
+
+def time_fn(fn: Callable[[], Any], device: torch.device | str, *, warmup: int = 3,
+            budget_ms: float = 200.0, min_repeats: int = 5, max_repeats: int = 500,
+            flush_l2: bool = True) -> Timing:
+    """Run ``fn`` ``warmup`` times, then time it repeatedly on ``device``."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return _time_cuda(fn, device, warmup, budget_ms, min_repeats, max_repeats, flush_l2)
+    return _time_cpu(fn, warmup, budget_ms, min_repeats, max_repeats)
+
+
+def _repeats(estimate_ms: float, budget_ms: float, lo: int, hi: int) -> int:
+    return max(lo, min(hi, int(budget_ms / max(estimate_ms, 1e-4))))
+
+
+def _time_cpu(fn: Callable[[], Any], warmup: int, budget_ms: float, lo: int, hi: int) -> Timing:
+    start = time.perf_counter()
+    for _ in range(max(warmup, 1)):
+        fn()
+    estimate = (time.perf_counter() - start) * 1e3 / max(warmup, 1)
+    times = []
+    for _ in range(_repeats(estimate, budget_ms, lo, hi)):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return Timing(tuple(times))
+
+
+def _time_cuda(fn: Callable[[], Any], device: torch.device, warmup: int, budget_ms: float,
+               lo: int, hi: int, flush_l2: bool) -> Timing:
+    with torch.cuda.device(device):
+        for _ in range(max(warmup, 1)):
+            fn()
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        n = _repeats(start.elapsed_time(end), budget_ms, lo, hi)
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                  for _ in range(n)]
+        for begin, finish in events:
+            if flush_l2:
+                _flush_l2(device)
+            begin.record()
+            fn()
+            finish.record()
+        torch.cuda.synchronize()
+    return Timing(tuple(b.elapsed_time(f) for b, f in events))

@@ -1,0 +1,142 @@
+"""The registry and dispatch: third-party plugins through entry points, forcing a plugin,
+the default order, and the errors a user sees."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import kernelzoo
+from kernelzoo import errors
+from kernelzoo.dispatch import DEFAULT_ORDER
+from kernelzoo.registry import registry
+
+TOY_PLUGIN = textwrap.dedent('''
+    """A third-party relu, registered only through the kernelzoo.plugins entry point."""
+    import torch
+    from kernelzoo.registry import Implementation
+
+    class ToyRelu(Implementation):
+        op = "relu"
+        plugin = "toy"
+        dtypes = {"cpu": (torch.float32,)}
+        config_space = {"chunks": [1, 3]}
+        default_config = {"chunks": 3}
+
+        def run(self, call, config):
+            x = call.inputs["x"].contiguous().view(-1)
+            y = call.empty(x.shape)
+            for part_x, part_y in zip(x.chunk(config["chunks"]), y.chunk(config["chunks"])):
+                part_y.copy_(part_x.clamp_min(0).where(~part_x.isnan(), part_x))
+            return y.view(call.inputs["x"].shape)
+''')
+
+
+@pytest.fixture
+def toy_plugin(tmp_path, monkeypatch):
+    """Install a toy distribution with a ``kernelzoo.plugins`` entry point on sys.path."""
+    (tmp_path / "kz_toy_plugin.py").write_text(TOY_PLUGIN)
+    dist = tmp_path / "kz_toy_plugin-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: kz-toy-plugin\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[kernelzoo.plugins]\ntoy = kz_toy_plugin\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+    registry.reload()
+    yield registry.impl("relu", "toy")
+    monkeypatch.undo()
+    sys.modules.pop("kz_toy_plugin", None)
+    registry.reload()
+
+
+def test_builtin_plugins_come_from_the_entry_point():
+    from importlib.metadata import entry_points
+
+    assert "kernelzoo_plugins" in {ep.value for ep in entry_points(group="kernelzoo.plugins")}
+    ops = set(registry.load().ops)
+    assert "relu" in ops
+    for op in ops:
+        assert {"python", "torch"} <= {i.plugin for i in registry.implementations(op)}, op
+
+
+def test_third_party_plugin_is_discovered_and_runs(toy_plugin):
+    assert toy_plugin.plugin == "toy"
+    x = torch.randn(1023, 17)
+    x[0, 0] = float("nan")
+    with kernelzoo.use("toy"):
+        assert kernelzoo.explain("relu", x).plugin == "toy"
+        y = kernelzoo.ops.relu(x)
+    assert torch.equal(y, torch.relu(x)) or torch.allclose(y, torch.relu(x), equal_nan=True)
+    # never ahead of the built-in kinds in the automatic order
+    assert kernelzoo.explain("relu", x).plugin == DEFAULT_ORDER["cpu"][0]
+
+
+def test_third_party_plugin_is_listed(toy_plugin):
+    from kernelzoo.commands.listing import rows
+
+    assert {"op": "relu", "plugin": "toy", "available": True}.items() <= next(
+        r for r in rows(["relu"]) if r["plugin"] == "toy").items()
+
+
+def test_use_and_env_force_a_plugin(monkeypatch):
+    x = torch.randn(64)
+    assert kernelzoo.explain("relu", x).reason == "default order"
+    with kernelzoo.use("python"):
+        choice = kernelzoo.explain("relu", x)
+        assert (choice.plugin, choice.reason) == ("python", "forced")
+        with kernelzoo.use("torch"):
+            assert kernelzoo.explain("relu", x).plugin == "torch"
+        assert kernelzoo.explain("relu", x).plugin == "python"
+    monkeypatch.setenv("KERNELZOO_PLUGIN", "torch")
+    assert kernelzoo.explain("relu", x).plugin == "torch"
+
+
+def test_forcing_an_unknown_plugin_lists_the_known_ones():
+    with kernelzoo.use("nope"), pytest.raises(errors.UnknownError, match="its plugins: .*openmp.*python"):
+        kernelzoo.ops.relu(torch.randn(3))
+
+
+def test_unknown_op_lists_the_known_ones():
+    with pytest.raises(AttributeError, match="known ops: .*relu"):
+        _ = kernelzoo.ops.no_such_op
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only message")
+def test_forcing_a_plugin_that_cannot_run_gives_the_reason():
+    with kernelzoo.use("cuda"), pytest.raises(errors.UnsupportedError, match="forced but is not available"):
+        kernelzoo.ops.relu(torch.randn(3))
+
+
+def test_forcing_a_plugin_that_cannot_take_the_dtype():
+    with kernelzoo.use("openmp"), pytest.raises(errors.UnsupportedError, match="takes float32 on cpu, not float16"):
+        kernelzoo.ops.relu(torch.randn(3).half())
+
+
+def test_automatic_choice_skips_plugins_that_cannot_run_the_call():
+    choice = kernelzoo.explain("relu", torch.randn(3).half())  # openmp is float32 only
+    assert choice.plugin == "torch"
+
+
+def test_ops_carry_the_signature_and_doc():
+    import inspect
+
+    assert "x" in inspect.signature(kernelzoo.ops.relu).parameters
+    assert "relu" in kernelzoo.ops.relu.__doc__
+    assert "relu" in dir(kernelzoo.ops)
+
+
+def test_cli_list_json_has_every_op_and_plugin():
+    out = subprocess.run([sys.executable, "-m", "kernelzoo.cli", "list", "--json"],
+                         capture_output=True, text=True, check=True).stdout
+    found = json.loads(out)
+    assert all({"op", "plugin", "available", "reason"} <= set(r) for r in found)
+    pairs = {(r["op"], r["plugin"]) for r in found}
+    for op in registry.load().ops:
+        assert {(op, p) for p in ("python", "openmp", "cuda", "triton", "torch")} <= pairs, op
+    assert all(r["reason"] for r in found if not r["available"])
