@@ -138,9 +138,16 @@ def explain(op: str, *args: Any, **kwargs: Any) -> Choice:
     return choose(spec, spec.check(*args, **kwargs))
 
 
-def call_op(op: str, *args: Any, **kwargs: Any) -> Any:
-    """Check the arguments, choose an implementation, run it."""
-    spec = registry.op(op)
-    call = spec.check(*args, **kwargs)
+def run_call(spec: Op, call: Call) -> Any:
+    """Run a checked call on the chosen implementation; all of its outputs."""
     choice = choose(spec, call)
     return choice.impl.run(call, choice.config)
+
+
+def call_op(op: str, *args: Any, **kwargs: Any) -> Any:
+    """Check the arguments, choose an implementation, run it (through autograd if needed)."""
+    spec = registry.op(op)
+    call = spec.check(*args, **kwargs)
+    if spec.needs_autograd(call):
+        return spec.autograd(call)
+    return spec.result(call, run_call(spec, call))

@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 import torch
 
 from kernelzoo.errors import ArgumentError, DeviceError, DTypeError, UnknownError
-from kernelzoo.tolerance import Tolerance, tolerance_for
+from kernelzoo.tolerance import Mismatch, Tolerance, check_close, tolerance_for
 
 ENTRY_POINT_GROUP = "kernelzoo.plugins"
 FLOATS = (torch.float32, torch.float16, torch.bfloat16)
@@ -174,6 +174,24 @@ class Op:
         """The table's tolerance for the call's dtype; ops with long reductions widen it."""
         return tolerance_for(call.dtype)
 
+    def verify(self, call: Call, outputs: Any, reference: Any) -> Mismatch | None:
+        """None if every output matches the float64 reference at the op's tolerance.
+
+        Ops whose error must be judged otherwise (attention: against the same math done in
+        the input precision) override this; the conformance suite and the tuner call it.
+        """
+        outs = outputs if isinstance(outputs, tuple) else (outputs,)
+        refs = reference if isinstance(reference, tuple) else (reference,)
+        if len(outs) != len(refs):
+            return Mismatch(f"{len(outs)} outputs, expected {len(refs)}")
+        for i, (out, ref) in enumerate(zip(outs, refs)):
+            if out.device != call.device:
+                return Mismatch(f"output {i} is on {out.device}, expected {call.device}")
+            mismatch = check_close(out, ref, self.tolerance(call))
+            if mismatch is not None:
+                return Mismatch(f"output {i}: {mismatch}")
+        return None
+
     def cases(self) -> Sequence[Case]:
         """Conformance cases: odd sizes, empty, non-contiguous, NaN/Inf."""
         return ()
@@ -181,6 +199,19 @@ class Op:
     def bad_cases(self) -> Sequence[BadCase]:
         """Inputs that must be rejected before a kernel runs."""
         return ()
+
+    def result(self, call: Call, outputs: Any) -> Any:
+        """What ``kernelzoo.ops.<op>`` returns of an implementation's outputs (all, by default;
+        an op may compute extra outputs for its backward, like attention's log-sum-exp)."""
+        return outputs
+
+    def needs_autograd(self, call: Call) -> bool:
+        """Whether this call must record a backward (ops with a backward override it)."""
+        return False
+
+    def autograd(self, call: Call) -> Any:
+        """Run ``call`` through the op's ``torch.autograd.Function`` (ops with a backward)."""
+        raise NotImplementedError(f"{self.name} has no backward")
 
     @functools.cached_property
     def signature(self) -> inspect.Signature:
