@@ -1,0 +1,208 @@
+"""The raw CUDA backend: compiling and caching run wherever NVRTC is installed; launches need a GPU."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+import torch
+
+from kernelzoo.backends import cuda
+
+_ok, _why = cuda.compile_available()
+if not _ok:
+    pytest.skip(f"NVRTC not available: {_why}", allow_module_level=True)
+
+needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+
+CONVERT = r"""
+extern "C" __global__ void twice(const T* x, T* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = kz_from_float<T>(2.0f * kz_to_float(x[i]));
+}
+extern "C" __global__ void round_trip(const float* x, T* y, float* back, long long n) {
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i < n) { y[i] = kz_from_float<T>(x[i]); back[i] = kz_to_float(y[i]); }
+}
+extern "C" __global__ void pairs(const kz_h2* x, kz_bf2* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    float2 v = kz_to_float2(x[i]);
+    y[i] = kz_from_float2<kz_bf2>(make_float2(v.x, fminf(v.y, KZ_INF)));
+  }
+}
+"""
+
+
+@pytest.fixture(autouse=True)
+def cache_dir(tmp_path, monkeypatch):
+    """A private disk cache and an empty memory cache for every test."""
+    monkeypatch.setenv("KERNELZOO_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(cuda, "_cubins", {})
+    return tmp_path / "cuda"
+
+
+# ----------------------------------------------------------------------------------------- no GPU needed
+
+
+def test_nvrtc_found():
+    assert cuda.nvrtc_library()
+    major, minor = cuda.nvrtc_version()
+    assert major >= 11 and minor >= 0
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_compile_prelude_types(arch, dtype):
+    cubin = cuda.compile_cubin(CONVERT, defines={"T": cuda.dtype_define(dtype)}, arch=arch)
+    assert len(cubin) > 64 and cubin.startswith(b"\x7fELF")
+
+
+def test_second_compile_is_a_cache_hit(cache_dir, monkeypatch):
+    first = cuda.compile_cubin(CONVERT, defines={"T": "kz_half"}, arch="sm_90")
+    assert [p.suffix for p in cache_dir.iterdir()] == [".cubin"]  # no .tmp left, no log for a clean compile
+
+    def no_compile(*args, **kwargs):
+        raise AssertionError("NVRTC was called on a cache hit")
+
+    monkeypatch.setattr(cuda, "_nvrtc_compile", no_compile)
+    assert cuda.compile_cubin(CONVERT, defines={"T": "kz_half"}, arch="sm_90") == first  # from memory
+    cuda._cubins.clear()
+    assert cuda.compile_cubin(CONVERT, defines={"T": "kz_half"}, arch="sm_90") == first  # from disk
+    with pytest.raises(AssertionError):  # anything else in the key is a miss
+        cuda.compile_cubin(CONVERT, defines={"T": "kz_bf16"}, arch="sm_90")
+    with pytest.raises(AssertionError):
+        cuda.compile_cubin(CONVERT, defines={"T": "kz_half"}, arch="sm_80")
+
+
+def test_syntax_error_raises_compile_error_with_the_log():
+    source = 'extern "C" __global__ void broken(float* x) {\n  x[0] = 1.0f\n  x[1] = 2.0f;\n}\n'
+    with pytest.raises(cuda.CompileError) as info:
+        cuda.compile_cubin(source, arch="sm_90", options=["-lineinfo"], name="broken.cu")
+    message = str(info.value)
+    assert "broken.cu(3)" in message  # the line in `source`, not shifted by the prelude
+    assert 'expected a ";"' in message
+    assert "sm_90" in message and "-lineinfo" in message
+
+
+def test_bad_option_raises_compile_error():
+    with pytest.raises(cuda.CompileError, match="sm_10"):
+        cuda.compile_cubin("__global__ void k() {}", arch="sm_10")
+
+
+def test_warnings_are_kept_in_the_log_also_from_the_cache():
+    source = 'extern "C" __global__ void k(float* x) { int unused = 1; x[0] = 0.0f; }'
+    cuda.compile_cubin(source, arch="sm_90")
+    assert "never referenced" in cuda.last_log()
+    cuda.compile_cubin("__global__ void clean() {}", arch="sm_90")
+    assert cuda.last_log() == ""
+    cuda._cubins.clear()
+    cuda.compile_cubin(source, arch="sm_90")
+    assert "never referenced" in cuda.last_log()
+
+
+def test_defines_are_checked_and_reach_the_source():
+    source = "#if N != 3 || !FLAG\n#error defines lost\n#endif\n__global__ void k() {}\n"
+    assert cuda.compile_cubin(source, defines={"N": 3, "FLAG": True}, arch="sm_90").startswith(b"\x7fELF")
+    with pytest.raises(cuda.CompileError, match="defines lost"):
+        cuda.compile_cubin(source, defines={"N": 4, "FLAG": True}, arch="sm_90")
+    with pytest.raises(ValueError, match="identifier"):
+        cuda.compile_cubin(source, defines={"N-1": 3}, arch="sm_90")
+
+
+def test_dtype_define():
+    assert [cuda.dtype_define(d) for d in DTYPES] == ["float", "kz_half", "kz_bf16"]
+    with pytest.raises(TypeError):
+        cuda.dtype_define(torch.int8)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the answer on a machine without a GPU")
+def test_available_says_why_not():
+    ok, reason = cuda.available()
+    assert ok is False and reason
+
+
+def test_launch_arguments_are_checked_before_the_driver():
+    kernel = cuda.Kernel(types.SimpleNamespace(device=0), "k", None)  # type: ignore[arg-type]
+    kernel(torch.zeros(1), grid=0, block=128)  # an empty grid launches nothing
+    with pytest.raises(ValueError, match="not on a CUDA device"):
+        kernel(torch.zeros(1), grid=1, block=1)
+    with pytest.raises(OverflowError, match="I64"):
+        kernel(2**31, grid=1, block=1)
+    with pytest.raises(TypeError, match="str"):
+        kernel("x", grid=1, block=1)
+    with pytest.raises(ValueError, match="grid"):
+        kernel(grid=(1, 1, 1, 1), block=1)
+
+
+# ------------------------------------------------------------------------------------------- GPU needed
+
+
+def _cdiv(a: int, b: int) -> int:
+    return (a + b - 1) // b
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_launch_doubles_a_tensor(dtype):
+    x = torch.randn(1000, device="cuda").to(dtype)
+    y = torch.empty_like(x)
+    twice = cuda.load(CONVERT, defines={"T": cuda.dtype_define(dtype)}).function("twice")
+    twice(x, y, x.numel(), grid=_cdiv(x.numel(), 256), block=256)
+    torch.cuda.synchronize()
+    assert torch.equal(y, x * 2)
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_conversions_round_like_torch(dtype):
+    x = torch.randn(1 << 16, device="cuda") * torch.logspace(-30, 30, 1 << 16, device="cuda")
+    x[:4] = torch.tensor([float("inf"), -float("inf"), 0.0, -0.0])
+    y, back = torch.empty_like(x, dtype=dtype), torch.empty_like(x)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())  # x is written on the default stream
+    kernel = cuda.load(CONVERT, defines={"T": cuda.dtype_define(dtype)}).function("round_trip")
+    with torch.cuda.stream(stream):  # the kernel follows torch's current stream
+        kernel(x, y, back, cuda.I64(x.numel()), grid=_cdiv(x.numel(), 128), block=128)
+    stream.synchronize()
+    assert torch.equal(y.view(torch.int16), x.to(dtype).view(torch.int16))
+    assert torch.equal(back, y.float())
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_packed_pairs():
+    x = torch.randn(512, device="cuda", dtype=torch.float16)
+    y = torch.empty(512, device="cuda", dtype=torch.bfloat16)
+    cuda.load(CONVERT, defines={"T": "float"}).function("pairs")(x, y, 256, grid=2, block=128)
+    torch.cuda.synchronize()
+    assert torch.equal(y, x.float().to(torch.bfloat16))
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_attributes_and_large_dynamic_shared_memory():
+    source = r"""
+    extern "C" __global__ void stage(const float* x, float* y, int n) {
+      __shared__ float fixed[256];
+      extern __shared__ float dynamic[];
+      int i = threadIdx.x;
+      fixed[i] = x[i];
+      for (int j = i; j < n; j += blockDim.x) dynamic[j] = fixed[i] + j;
+      __syncthreads();
+      y[i] = dynamic[n - 1 - i];
+    }"""
+    kernel = cuda.load(source).function("stage")
+    attributes = kernel.attributes()
+    assert set(attributes) == {"registers", "static_shared_bytes", "local_bytes", "max_threads_per_block"}
+    assert attributes["static_shared_bytes"] == 256 * 4
+    assert attributes["registers"] > 0 and 0 < attributes["max_threads_per_block"] <= 1024
+    x, y, n = torch.randn(256, device="cuda"), torch.empty(256, device="cuda"), 96 * 1024 // 4
+    kernel(x, y, n, grid=1, block=256, shared_mem=n * 4)  # 96 KiB: above the 48 KiB default
+    torch.cuda.synchronize()
+    j = n - 1 - torch.arange(256, device="cuda")  # thread i read dynamic[j], written by thread j % 256
+    expected = x[j % 256] + j
+    assert torch.equal(y, expected)
