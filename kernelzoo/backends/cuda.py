@@ -515,8 +515,12 @@ class CudaImplementation(Implementation):
 
     def kernel(self, name: str, dtype: torch.dtype, config: Mapping[str, Any]) -> Kernel:
         """Kernel ``name`` of this plugin's source, built for ``dtype`` and ``config``, on the current device."""
-        source = self.read_source(self.sources[0])
-        return load(source, defines=self.defines(dtype, config), name=self.sources[0]).function(name)
+        key = (name, dtype, tuple(sorted(config.items())), torch.cuda.current_device())
+        kernels = self.__dict__.setdefault("_kernels", {})  # a dict lookup per launch, once built
+        if key not in kernels:
+            source = self.read_source(self.sources[0])
+            kernels[key] = load(source, defines=self.defines(dtype, config), name=self.sources[0]).function(name)
+        return kernels[key]
 
     def compile(self, dtype: torch.dtype, config: Mapping[str, Any], arch: str) -> bytes:
         """The cubin for ``arch`` (no GPU needed): how CI checks every ``.cu`` compiles."""
