@@ -2,9 +2,9 @@
 
 One test parametrised over the registry: op × plugin × device × dtype × case, with ids like
 ``softmax-openmp-cpu-float32-1023x17``. Outputs are poisoned with NaN before each run, so an
-element a kernel never writes fails. Inputs must come back unchanged (those an in-place op names in ``Op.inplace`` are restored
-before every run instead). Each case runs with
-the implementation's default config and with the first value of every config entry (the
+element a kernel never writes fails. Inputs must come back unchanged (those an in-place op
+names in ``Op.inplace`` are restored before every run instead). Each case runs with the
+implementation's default config and with the first value of every config entry (the
 smallest blocks, typically), which exercises tails and multi-block paths.
 """
 
