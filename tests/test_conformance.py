@@ -11,6 +11,7 @@ smallest blocks, typically), which exercises tails and multi-block paths.
 from __future__ import annotations
 
 import re
+import sys
 import zlib
 
 import pytest
@@ -70,3 +71,28 @@ def test_conformance(impl, device, dtype, case):
         if name not in op.inplace:
             assert torch.equal(value.isnan(), before[name].isnan()), f"input {name} was modified"
             assert torch.equal(value.nan_to_num(), before[name].nan_to_num()), f"input {name} was modified"
+
+
+def _bad_params():
+    for op in sorted(registry.load().ops.values(), key=lambda o: o.name):
+        for bad in op.bad_cases():
+            yield pytest.param(op, bad, id=f"{op.name}-{bad.id}")
+
+
+@pytest.mark.parametrize(("op", "bad"), list(_bad_params()))
+def test_bad_input_rejected(op, bad):
+    import kernelzoo
+
+    args, kwargs = bad.make()
+    with pytest.raises(bad.error, match=re.escape(bad.match)):
+        getattr(kernelzoo.ops, op.name)(*args, **kwargs)
+
+
+def test_expected_plugins_available():
+    """Guards the skips above: what must run on every machine does run."""
+    for impl in registry.load():
+        if impl.plugin in ("python", "torch") or (impl.plugin == "openmp" and sys.platform == "linux"):
+            availability = registry.availability(impl)
+            assert availability, f"{impl.key}: {availability.reason}"
+        if impl.plugin == "triton" and (torch.cuda.is_available() or triton_backend.interpreting()):
+            assert registry.availability(impl), registry.availability(impl).reason

@@ -132,4 +132,8 @@ class OpenMPImplementation(Implementation):
 
     def library(self, **defines: Any) -> Any:
         """The compiled source, with config values that shape code passed as ``-D`` defines."""
-        return build(self.read_source(self.sources[0]), self.cdef, defines)
+        key = tuple(sorted(defines.items()))
+        libraries = self.__dict__.setdefault("_libraries", {})  # a dict lookup per call, once built
+        if key not in libraries:
+            libraries[key] = build(self.read_source(self.sources[0]), self.cdef, defines)
+        return libraries[key]
