@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextvars
 import os
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,8 +59,11 @@ def set_winner_source(source: WinnerSource | None) -> None:
 
 
 def clear_cache() -> None:
-    """Forget cached choices (after tuning, or when the database changed)."""
+    """Forget cached choices (after tuning, or when the database changed), the winner source's too."""
     _cache.clear()
+    forget = getattr(_winner_source, "clear", None)
+    if forget is not None:
+        forget()
 
 
 class use:
@@ -81,14 +84,22 @@ def forced_plugin() -> str | None:
     return _forced.get() or os.environ.get("KERNELZOO_PLUGIN") or None
 
 
+def plugin_order(device_type: str, plugins: Iterable[str]) -> list[str]:
+    """Those of ``plugins`` chosen automatically on ``device_type``: DEFAULT_ORDER, then other kinds by name.
+
+    The tuning database ranks plugins whose times are within noise of each other in this order.
+    """
+    present = set(plugins)
+    order = [p for p in DEFAULT_ORDER.get(device_type, ()) if p in present]
+    return order + sorted(p for p in present if p not in _BUILTIN_KINDS)
+
+
 def _default_choices(op: Op, device: torch.device) -> list[Choice]:
-    order = DEFAULT_ORDER.get(device.type, ())
     impls = {i.plugin: i for i in registry.implementations(op.name)}
-    others = sorted(p for p in impls if p not in _BUILTIN_KINDS)
     choices = []
-    for plugin in (*order, *others):
-        impl = impls.get(plugin)
-        if impl is None or device.type not in impl.devices() or not registry.availability(impl):
+    for plugin in plugin_order(device.type, impls):
+        impl = impls[plugin]
+        if device.type not in impl.devices() or not registry.availability(impl):
             continue
         choices.append(Choice(plugin, impl.config(), "default order", impl))
     return choices

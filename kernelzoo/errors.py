@@ -36,3 +36,7 @@ class CompileError(KernelzooError, RuntimeError):
 
 class CudaError(KernelzooError, RuntimeError):
     """A CUDA driver or NVRTC call failed; the message names the call and the error."""
+
+
+class DatabaseError(KernelzooError, RuntimeError):
+    """The tuning database cannot be opened, read or written; the message names it and why."""

@@ -15,6 +15,7 @@ import hashlib
 import importlib
 import inspect
 import math
+import os
 import pkgutil
 import sys
 import threading
@@ -31,6 +32,9 @@ from kernelzoo.errors import ArgumentError, DeviceError, DTypeError, UnknownErro
 from kernelzoo.tolerance import Mismatch, Tolerance, check_close, tolerance_for
 
 ENTRY_POINT_GROUP = "kernelzoo.plugins"
+# Modules registered besides the entry points (comma-separated), so a plugin can be tested and
+# tuned before it is packaged: KERNELZOO_EXTRA_PLUGINS=mypkg.kernels kernelzoo tune --op relu
+EXTRA_PLUGINS_ENV = "KERNELZOO_EXTRA_PLUGINS"
 FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 DTYPE_NAMES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
 # Poisoning outputs (conformance tests) shows elements a kernel never wrote.
@@ -130,6 +134,8 @@ class Op:
     name: ClassVar[str]
     # representative problem shapes per device type, for tuning and benchmarks
     shapes: ClassVar[Mapping[str, Sequence[tuple[int, ...]]]] = {}
+    # inputs a kernel overwrites; the tuner restores them from a copy before every timed run
+    inplace: ClassVar[tuple[str, ...]] = ()
 
     def check(self, *args: Any, **kwargs: Any) -> Call:
         """Validate and normalise arguments; raise a kernelzoo error naming the bad one."""
@@ -143,6 +149,16 @@ class Op:
                 generator: torch.Generator | None = None) -> Call:
         """A call on fresh random inputs of a representative ``shape``."""
         raise NotImplementedError
+
+    def parse_shape(self, text: str) -> tuple[int, ...]:
+        """The ``shape`` :meth:`example` takes, from text like '4096x4096' (the inverse of shape_string)."""
+        try:
+            shape = tuple(int(part) for part in text.lower().split("x"))
+        except ValueError:
+            shape = ()
+        if not shape or any(n < 0 for n in shape):
+            raise ArgumentError(f"{self.name}: shape {text!r} is not sizes joined by 'x'; expected e.g. '4096x4096'")
+        return shape
 
     def sizes(self, call: Call) -> dict[str, int]:
         """The problem's sizes by name; shape buckets and shape strings come from these."""
@@ -318,6 +334,8 @@ class Registry:
                 self._loaded = True
                 for ep in entry_points(group=ENTRY_POINT_GROUP):
                     self._load_entry_point(ep.name, ep.value)
+                for name in filter(None, (n.strip() for n in os.environ.get(EXTRA_PLUGINS_ENV, "").split(","))):
+                    self._load_entry_point(EXTRA_PLUGINS_ENV, name)
         return self
 
     def reload(self) -> Registry:
@@ -330,7 +348,7 @@ class Registry:
         try:
             module = importlib.import_module(target)
         except Exception as exc:  # a broken plugin must not break the others
-            print(f"kernelzoo: plugin entry point {name}={target} failed to import: {exc}",
+            print(f"kernelzoo: plugin {name}={target} failed to import: {exc}",
                   file=sys.stderr)
             return
         self.register_module(module)

@@ -52,38 +52,48 @@ def _flush_l2(device: torch.device) -> None:
 
 def time_fn(fn: Callable[[], Any], device: torch.device | str, *, warmup: int = 3,
             budget_ms: float = 200.0, min_repeats: int = 5, max_repeats: int = 500,
-            flush_l2: bool = True) -> Timing:
-    """Run ``fn`` ``warmup`` times, then time it repeatedly on ``device``."""
+            flush_l2: bool = True, setup: Callable[[], Any] | None = None) -> Timing:
+    """Run ``fn`` ``warmup`` times, then time it repeatedly on ``device``.
+
+    ``setup`` runs before every call, untimed (in-place kernels restore their inputs there).
+    """
     device = torch.device(device)
+    setup = setup or (lambda: None)
     if device.type == "cuda":
-        return _time_cuda(fn, device, warmup, budget_ms, min_repeats, max_repeats, flush_l2)
-    return _time_cpu(fn, warmup, budget_ms, min_repeats, max_repeats)
+        return _time_cuda(fn, setup, device, warmup, budget_ms, min_repeats, max_repeats, flush_l2)
+    return _time_cpu(fn, setup, warmup, budget_ms, min_repeats, max_repeats)
 
 
 def _repeats(estimate_ms: float, budget_ms: float, lo: int, hi: int) -> int:
     return max(lo, min(hi, int(budget_ms / max(estimate_ms, 1e-4))))
 
 
-def _time_cpu(fn: Callable[[], Any], warmup: int, budget_ms: float, lo: int, hi: int) -> Timing:
-    start = time.perf_counter()
+def _time_cpu(fn: Callable[[], Any], setup: Callable[[], Any], warmup: int, budget_ms: float, lo: int,
+              hi: int) -> Timing:
+    estimate = 0.0
     for _ in range(max(warmup, 1)):
+        setup()
+        t0 = time.perf_counter()
         fn()
-    estimate = (time.perf_counter() - start) * 1e3 / max(warmup, 1)
+        estimate = (time.perf_counter() - t0) * 1e3
     times = []
     for _ in range(_repeats(estimate, budget_ms, lo, hi)):
+        setup()
         t0 = time.perf_counter()
         fn()
         times.append((time.perf_counter() - t0) * 1e3)
     return Timing(tuple(times))
 
 
-def _time_cuda(fn: Callable[[], Any], device: torch.device, warmup: int, budget_ms: float,
-               lo: int, hi: int, flush_l2: bool) -> Timing:
+def _time_cuda(fn: Callable[[], Any], setup: Callable[[], Any], device: torch.device, warmup: int,
+               budget_ms: float, lo: int, hi: int, flush_l2: bool) -> Timing:
     with torch.cuda.device(device):
         for _ in range(max(warmup, 1)):
+            setup()
             fn()
         torch.cuda.synchronize()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        setup()
         start.record()
         fn()
         end.record()
@@ -92,6 +102,7 @@ def _time_cuda(fn: Callable[[], Any], device: torch.device, warmup: int, budget_
         events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
                   for _ in range(n)]
         for begin, finish in events:
+            setup()
             if flush_l2:
                 _flush_l2(device)
             begin.record()

@@ -1,0 +1,84 @@
+"""``kernelzoo doctor``: devices, compilers, NVRTC, Triton, and the tuning database's path, health and counts."""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+
+import torch
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("doctor", help="what kernelzoo finds here: devices, compilers, the tuning database")
+    p.add_argument("--db", help="SQLAlchemy URL of the tuning database (default: $KERNELZOO_DB or the cache dir)")
+    p.set_defaults(func=run)
+
+
+def _line(name: str, ok: bool | None, text: str) -> None:
+    mark = {True: "ok ", False: "-- ", None: "   "}[ok]
+    print(f"{mark} {name:<16} {text}")
+
+
+def run(args: argparse.Namespace) -> int:
+    from kernelzoo import __version__
+    from kernelzoo.backends import cuda, openmp
+    from kernelzoo.backends import triton as triton_backend
+    from kernelzoo.fingerprint import cpu_fingerprint, gpu_fingerprint
+
+    _line("kernelzoo", None, f"{__version__}, Python {platform.python_version()}, torch {torch.__version__}")
+    cpu = cpu_fingerprint()
+    _line("cpu", True, f"{cpu.describe()}, fingerprint {cpu.hash}")
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    for i in range(gpus):
+        gpu = gpu_fingerprint(i)
+        _line(f"cuda:{i}", True, f"{gpu.describe()}, driver {gpu.driver}, CUDA {gpu.cuda}, fingerprint {gpu.hash}")
+    if not gpus:
+        _line("cuda", False, "no CUDA GPU (torch.cuda.is_available() is False)")
+    omp = openmp.available()
+    _line("C compiler", omp.ok, f"{openmp.compiler_version() or openmp.compiler()}" +
+          ("" if omp else f": {omp.reason}"))
+    ok, reason = cuda.compile_available()
+    _line("NVRTC", ok, reason)
+    tri = triton_backend.available()
+    _line("Triton", tri.ok, (triton_backend.version() or "not installed") + ("" if tri else f": {tri.reason}"))
+    return _database(args.db)
+
+
+def _database(url: str | None) -> int:
+    from kernelzoo.db import default_url, schema
+    from kernelzoo.db.models import SCHEMA_VERSION
+    from kernelzoo.db.ranking import by_key
+    from kernelzoo.db.records import counts, winners
+    from kernelzoo.db.shipped import shipped_files
+    from kernelzoo.db.store import Store, open_store
+    from kernelzoo.errors import DatabaseError
+
+    url = url or default_url()
+    store = Store(url)
+    size = f", {store.path.stat().st_size / 1e6:.2f} MB" if store.path and store.path.exists() else ""
+    try:
+        state = schema.inspect_state(store)
+        store.check_health()
+    except DatabaseError as exc:
+        _line("database", False, f"{store.display_url}{size}: {exc}")
+        return 1
+    if state.kind not in ("current", "empty"):
+        _line("database", False, f"{store.display_url}{size}: schema {state.kind} (version {state.version}, "
+              f"this kernelzoo uses {SCHEMA_VERSION})")
+        return 1
+    store = open_store(url)
+    from kernelzoo.registry import registry
+
+    registry.load()
+    n = counts(store)
+    keys = by_key(winners(store))
+    current = sum(1 for w, _, _ in keys if w is not None)
+    _line("database", True, f"{store.display_url}{size}, schema version {SCHEMA_VERSION}, healthy")
+    _line("winners", None, f"{current} key(s) with a current winner, {n['winners']} per-plugin row(s) "
+          f"({sum(len(s) for _, _, s in keys)} stale), {n['devices']} device(s), {n['trials']} trial(s), "
+          f"{n['missed keys']} missed key(s) pending")
+    files = shipped_files()
+    _line("shipped", None, ", ".join(f.name for f in files) if files else "no shipped winners files")
+    sys.stdout.flush()
+    return 0

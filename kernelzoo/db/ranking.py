@@ -1,0 +1,61 @@
+"""The winner across plugins: the fastest, with ties inside measured noise broken by a fixed order.
+
+Every process and every rank that reads one database picks the same winner, because the
+choice depends only on the stored times and spreads and on :func:`dispatch.plugin_order`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+from kernelzoo.dispatch import plugin_order
+from kernelzoo.registry import registry
+
+if TYPE_CHECKING:
+    from kernelzoo.db.records import Winner
+
+
+class Timed(Protocol):
+    plugin: str
+    time_ms: float
+    spread: float
+
+
+C = TypeVar("C", bound=Timed)
+
+
+def pick_winner(candidates: Sequence[C], device_type: str) -> C:
+    """The fastest candidate, or the first in plugin order of those within noise of it.
+
+    Within noise: slower than the fastest by less than the larger relative spread (IQR over
+    median) of the two timings; such a difference is no difference (PERF.md).
+    """
+    order = plugin_order(device_type, [c.plugin for c in candidates])
+
+    def rank(c: C) -> tuple[int, str]:
+        return (order.index(c.plugin) if c.plugin in order else len(order), c.plugin)
+
+    fastest = min(candidates, key=lambda c: (c.time_ms, rank(c)))
+    tied = [c for c in candidates if c.time_ms <= fastest.time_ms * (1 + max(c.spread, fastest.spread))]
+    return min(tied, key=rank)
+
+
+def by_key(rows: Sequence[Winner]) -> list[tuple[Winner | None, list[Winner], list[Winner]]]:
+    """Per key (op, device, dtype, bucket, flags): the winner, the current candidates, the stale rows.
+
+    Current: the plugin is registered, dispatch may choose it on that device kind, and its
+    kernel source and config space are unchanged since it was tuned.
+    """
+    groups: dict[tuple, list[Winner]] = {}
+    for w in rows:
+        groups.setdefault((w.op, w.device.hash, w.dtype, w.bucket, w.flags), []).append(w)
+    out = []
+    for (op, *_), group in groups.items():
+        impls = registry.impls.get(op, {})
+        kind = group[0].device.kind
+        allowed = set(plugin_order(kind, impls))
+        current = [w for w in group if w.plugin in allowed and impls[w.plugin].source_hash == w.source_hash]
+        stale = [w for w in group if w not in current]
+        out.append((pick_winner(current, kind) if current else None, current, stale))
+    return out

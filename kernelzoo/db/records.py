@@ -1,0 +1,208 @@
+"""Reading and writing rows: devices, per-plugin winners, trials, missed keys.
+
+Functions take a :class:`~kernelzoo.db.store.Store` and return plain dataclasses, never
+ORM objects, so callers hold no session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.orm import Session
+
+from kernelzoo.db.models import DeviceModel, MissedKeyModel, Origin, Outcome, TrialModel, WinnerModel
+from kernelzoo.db.store import Store
+from kernelzoo.fingerprint import Fingerprint
+
+
+def bucket_text(bucket: Iterable[int]) -> str:
+    """(12, 4) -> '12,4': how a bucket is stored."""
+    return ",".join(str(int(b)) for b in bucket)
+
+
+def bucket_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(b) for b in text.split(",")) if text else ()
+
+
+@dataclass(frozen=True)
+class Winner:
+    """The best verified config of one plugin for one key, and how fast it ran."""
+
+    op: str
+    plugin: str
+    source_hash: str  # Implementation.source_hash: kernel sources and config space
+    device: Fingerprint
+    dtype: str
+    bucket: tuple[int, ...]
+    flags: str
+    config: Mapping[str, Any]
+    time_ms: float
+    spread: float  # relative IQR of the timing (Timing.spread)
+    shape: str = ""  # the shape that was timed
+    trials: int = 0
+    origin: Origin = Origin.TUNED
+
+    @property
+    def key(self) -> tuple:
+        return (self.op, self.plugin, self.source_hash, self.device.hash, self.dtype, self.bucket, self.flags)
+
+
+@dataclass(frozen=True)
+class Miss:
+    """A key a program called without an exact tuned winner, with a shape to tune it at."""
+
+    op: str
+    device: Fingerprint
+    dtype: str
+    bucket: tuple[int, ...]
+    flags: str
+    shape: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+    count: int = 1
+
+
+def device_id(session: Session, fp: Fingerprint, *, create: bool) -> int | None:
+    """The row id of ``fp``, inserted first when ``create`` (inside a write transaction)."""
+    found = session.execute(select(DeviceModel.device_id).where(DeviceModel.fingerprint_hash == fp.hash)).scalar()
+    if found is not None or not create:
+        return found
+    row = DeviceModel(fingerprint_hash=fp.hash, hardware_hash=fp.hardware_hash, kind=fp.kind, name=fp.name,
+                      details=fp.to_dict())
+    session.add(row)
+    session.flush()
+    return row.device_id
+
+
+def put_winner(session: Session, winner: Winner, *, replace: Iterable[Origin] = tuple(Origin)) -> bool:
+    """Insert ``winner``, or overwrite the row of its key if that row's origin is in ``replace``."""
+    dev = device_id(session, winner.device, create=True)
+    row = session.execute(select(WinnerModel).where(
+        WinnerModel.op == winner.op, WinnerModel.plugin == winner.plugin,
+        WinnerModel.source_hash == winner.source_hash, WinnerModel.device_id == dev,
+        WinnerModel.dtype == winner.dtype, WinnerModel.bucket == bucket_text(winner.bucket),
+        WinnerModel.flags == winner.flags)).scalar_one_or_none()
+    if row is not None and row.origin not in set(replace):
+        return False
+    if row is None:
+        row = WinnerModel(op=winner.op, plugin=winner.plugin, source_hash=winner.source_hash, device_id=dev,
+                          dtype=winner.dtype, bucket=bucket_text(winner.bucket), flags=winner.flags)
+        session.add(row)
+    row.config, row.time_ms, row.spread = dict(winner.config), winner.time_ms, winner.spread
+    row.shape, row.trials, row.origin = winner.shape, winner.trials, winner.origin
+    return True
+
+
+def save_winner(store: Store, winner: Winner) -> None:
+    """Store a freshly tuned winner, replacing the row of its key."""
+    store.transaction(lambda s: put_winner(s, winner), write=True)
+
+
+def winners(store: Store, *, op: str | None = None, device_hash: str | None = None, dtype: str | None = None,
+            flags: str | None = None) -> list[Winner]:
+    """Stored per-plugin winners matching the given key parts, ordered by key."""
+    query = select(WinnerModel, DeviceModel.details).join(DeviceModel, WinnerModel.device_id == DeviceModel.device_id)
+    for column, value in ((WinnerModel.op, op), (DeviceModel.fingerprint_hash, device_hash),
+                          (WinnerModel.dtype, dtype), (WinnerModel.flags, flags)):
+        if value is not None:
+            query = query.where(column == value)
+    query = query.order_by(WinnerModel.op, DeviceModel.device_id, WinnerModel.dtype, WinnerModel.flags,
+                           WinnerModel.bucket, WinnerModel.plugin)
+
+    def read(session: Session) -> list[Winner]:
+        return [Winner(op=w.op, plugin=w.plugin, source_hash=w.source_hash, device=Fingerprint.from_dict(details),
+                       dtype=w.dtype, bucket=bucket_tuple(w.bucket), flags=w.flags, config=w.config,
+                       time_ms=w.time_ms, spread=w.spread, shape=w.shape, trials=w.trials, origin=w.origin)
+                for w, details in session.execute(query)]
+
+    return store.transaction(read)
+
+
+def delete_winners(session: Session, keys: Iterable[tuple]) -> int:
+    """Delete the winners of ``keys`` (as :attr:`Winner.key` gives them); how many went."""
+    n = 0
+    for op, plugin, source_hash, device_hash, dtype, bucket, flags in keys:
+        dev = select(DeviceModel.device_id).where(DeviceModel.fingerprint_hash == device_hash).scalar_subquery()
+        n += session.execute(delete(WinnerModel).where(
+            WinnerModel.op == op, WinnerModel.plugin == plugin, WinnerModel.source_hash == source_hash,
+            WinnerModel.device_id == dev, WinnerModel.dtype == dtype, WinnerModel.bucket == bucket_text(bucket),
+            WinnerModel.flags == flags)).rowcount
+    return n
+
+
+def add_trial(store: Store, *, study_name: str, op: str, plugin: str, device: Fingerprint, shape: str,
+              config: Mapping[str, Any], outcome: Outcome, message: str = "", time_ms: float | None = None,
+              spread: float | None = None) -> None:
+    """Record one trial, ok or failed with its reason."""
+
+    def write(session: Session) -> None:
+        session.add(TrialModel(study_name=study_name, op=op, plugin=plugin,
+                               device_id=device_id(session, device, create=True), shape=shape, config=dict(config),
+                               outcome=outcome, message=message[:4000], time_ms=time_ms, spread=spread))
+
+    store.transaction(write, write=True)
+
+
+def record_misses(store: Store, misses: Iterable[Miss]) -> None:
+    """Count each missed key once more (each process reports a key once)."""
+
+    def write(session: Session) -> None:
+        for miss in misses:
+            dev = device_id(session, miss.device, create=True)
+            row = session.execute(select(MissedKeyModel).where(
+                MissedKeyModel.op == miss.op, MissedKeyModel.device_id == dev, MissedKeyModel.dtype == miss.dtype,
+                MissedKeyModel.bucket == bucket_text(miss.bucket), MissedKeyModel.flags == miss.flags,
+            )).scalar_one_or_none()
+            if row is None:
+                row = MissedKeyModel(op=miss.op, device_id=dev, dtype=miss.dtype, bucket=bucket_text(miss.bucket),
+                                     flags=miss.flags, shape=miss.shape, params=dict(miss.params), count=0)
+                session.add(row)
+            row.count += miss.count
+
+    store.transaction(write, write=True)
+
+
+def missed_keys(store: Store, device_hash: str, op: str | None = None) -> list[Miss]:
+    """The missed keys of one device, most called first."""
+    query = select(MissedKeyModel, DeviceModel.details).join(DeviceModel).where(
+        DeviceModel.fingerprint_hash == device_hash).order_by(MissedKeyModel.count.desc(), MissedKeyModel.op)
+    if op is not None:
+        query = query.where(MissedKeyModel.op == op)
+    return store.transaction(lambda s: [
+        Miss(op=m.op, device=Fingerprint.from_dict(d), dtype=m.dtype, bucket=bucket_tuple(m.bucket), flags=m.flags,
+             shape=m.shape, params=m.params, count=m.count) for m, d in s.execute(query)])
+
+
+def forget_miss(store: Store, miss: Miss) -> None:
+    """Drop a missed key (it has been tuned)."""
+
+    def write(session: Session) -> None:
+        dev = device_id(session, miss.device, create=False)
+        session.execute(delete(MissedKeyModel).where(
+            MissedKeyModel.op == miss.op, MissedKeyModel.device_id == dev, MissedKeyModel.dtype == miss.dtype,
+            MissedKeyModel.bucket == bucket_text(miss.bucket), MissedKeyModel.flags == miss.flags))
+
+    store.transaction(write, write=True)
+
+
+def device_ceilings(store: Store, fp: Fingerprint) -> dict[str, Any] | None:
+    """The measured ceilings stored for ``fp``, if any."""
+    return store.transaction(lambda s: s.execute(
+        select(DeviceModel.ceilings).where(DeviceModel.fingerprint_hash == fp.hash)).scalar())
+
+
+def save_device_ceilings(store: Store, fp: Fingerprint, ceilings: Mapping[str, Any]) -> None:
+    def write(session: Session) -> None:
+        dev = device_id(session, fp, create=True)
+        session.get(DeviceModel, dev).ceilings = dict(ceilings)
+
+    store.transaction(write, write=True)
+
+
+def counts(store: Store) -> dict[str, int]:
+    """Rows per table, for `kernelzoo doctor`."""
+    models = {"devices": DeviceModel, "winners": WinnerModel, "trials": TrialModel, "missed keys": MissedKeyModel}
+    return store.transaction(lambda s: {
+        name: s.execute(select(func.count()).select_from(model)).scalar_one() for name, model in models.items()})

@@ -1,0 +1,194 @@
+"""The tuning worker: a subprocess that runs trials, so a crash or a hang kills only it.
+
+Started as ``python -m kernelzoo.tuner.worker``. Protocol: JSON lines, one request on stdin,
+one reply on stdout; every reply has ``ok``. The worker moves its own stdout to stderr at
+start, so a kernel's ``printf`` cannot corrupt the protocol. Requests (``cmd``):
+
+- ``hello`` {device}: ``{pid, fingerprint}`` of the device (the GPU context lives here, never
+  in the tuner's parent).
+- ``describe`` {op, plugin, device, dtype, shape, params}: whether the plugin can run that
+  call, and the key parts: ``available, reason, supports, source_hash, bucket, flags, flops,
+  bytes, shape_text, config_space``.
+- ``trial`` {... as describe, config, seed, warmup, budget_ms}: fresh inputs from ``seed``, run,
+  compare with the reference at the op's tolerance, then time; ``{times_ms}`` or
+  ``{ok: false, kind, message, fatal}``. ``fatal`` means the device is unusable (a sticky CUDA
+  error): the worker exits after replying and the parent starts a fresh one.
+- ``calibrate`` {device}: measured copy bandwidth and float32 (and on GPUs fp16/bf16) matmul rates.
+- ``exit``.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import json
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from kernelzoo.db.models import Outcome
+from kernelzoo.errors import CompileError, UnsupportedError
+from kernelzoo.fingerprint import fingerprint
+from kernelzoo.registry import Call, Implementation, Op, parse_dtype, registry
+from kernelzoo.timing import time_fn
+
+# Errors after which a CUDA context is unusable: every later launch in it fails too.
+_STICKY = ("illegal memory access", "illegal_address", "unspecified launch failure", "launch_failed",
+           "misaligned address", "device-side assert", "illegal instruction", "cuda_error_assert",
+           "hardware stack error", "uncorrectable ecc")
+# "out of resource: shared memory" (Triton), CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES ("too many resources
+# requested for launch"), CUDA_ERROR_OUT_OF_MEMORY and torch's OutOfMemoryError.
+_OUT_OF_RESOURCES = ("out of resource", "out_of_resources", "outofresources", "out of memory", "out_of_memory",
+                     "too many resources requested")
+
+
+def _make_call(msg: dict[str, Any], op: Op, seed: int) -> Call:
+    generator = torch.Generator().manual_seed(seed)
+    params = msg.get("params") or {}
+    device = torch.device(msg["device"])
+    return op.example(tuple(msg["shape"]), parse_dtype(msg["dtype"]), device, generator, **params)
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def describe(msg: dict[str, Any]) -> dict[str, Any]:
+    op = registry.op(msg["op"])
+    impl = registry.impl(op.name, msg["plugin"])
+    availability = registry.availability(impl)
+    reply: dict[str, Any] = {"ok": True, "available": availability.ok, "reason": availability.reason,
+                             "source_hash": impl.source_hash,
+                             "config_space": {k: list(v) for k, v in impl.config_space.items()}}
+    call = _make_call(msg, op, seed=0)
+    reply.update(bucket=list(op.bucket(call)), flags=op.flags(call), flops=op.flops(call), bytes=op.bytes(call),
+                 shape_text=op.shape_string(call), sizes=list(op.sizes(call)))
+    device = torch.device(msg["device"])
+    if not availability:
+        reply["supports"] = availability.reason
+    elif device.type not in impl.devices():
+        reply["supports"] = f"runs on {' or '.join(impl.devices()) or 'no device'} here, not {device.type}"
+    else:
+        reply["supports"] = impl.supports(call)
+    return reply
+
+
+def _check(op: Op, impl: Implementation, call: Call, config: dict[str, Any]) -> str | None:
+    """Run once and compare with the reference (``Op.verify``): None if right, else what is wrong."""
+    reference = op.reference(call)  # before the run: an in-place kernel overwrites its inputs
+    outputs = impl.run(call, config)
+    _sync(call.device)
+    mismatch = op.verify(call, outputs, reference)
+    return None if mismatch is None else str(mismatch)
+
+
+def trial(msg: dict[str, Any]) -> dict[str, Any]:
+    op = registry.op(msg["op"])
+    impl = registry.impl(op.name, msg["plugin"])
+    call = _make_call(msg, op, seed=int(msg["seed"]))
+    config = impl.config(msg.get("config") or {})
+    why = impl.supports(call)
+    if why is not None:
+        return _failed(Outcome.UNSUPPORTED, why)
+    saved = {name: call.inputs[name].clone() for name in op.inplace}
+
+    def restore() -> None:
+        for name, value in saved.items():
+            call.inputs[name].copy_(value)
+
+    wrong = _check(op, impl, call, config)
+    if wrong is not None:
+        return _failed(Outcome.WRONG_RESULT, wrong)
+    timing = time_fn(lambda: impl.run(call, config), call.device, warmup=int(msg.get("warmup", 3)),
+                     budget_ms=float(msg.get("budget_ms", 200)), setup=restore if saved else None)
+    return {"ok": True, "times_ms": list(timing.times_ms)}
+
+
+def calibrate(msg: dict[str, Any]) -> dict[str, Any]:
+    """Copy bandwidth (bytes read + written) and matmul rates, measured here."""
+    device = torch.device(msg["device"])
+    budget = float(msg.get("budget_ms", 100))
+    n = (256 << 20 if device.type == "cuda" else 64 << 20) // 4  # floats: past the 50 MB L2 / the CPU's L3
+    src, dst = torch.full((n,), 1.5, device=device), torch.zeros(n, device=device)
+    # the best run, not the median: a ceiling is what the machine can do, not what it usually does
+    copy = time_fn(lambda: dst.copy_(src), device, budget_ms=budget)
+    tflops = {}
+    size = 4096 if device.type == "cuda" else 1024
+    dtypes = (torch.float32, torch.float16, torch.bfloat16) if device.type == "cuda" else (torch.float32,)
+    for dtype in dtypes:
+        a, b = torch.randn(size, size, device=device, dtype=dtype), torch.randn(size, size, device=device, dtype=dtype)
+        t = time_fn(lambda a=a, b=b: a @ b, device, budget_ms=budget)
+        tflops[str(dtype).removeprefix("torch.")] = 2 * size**3 / (t.min_ms * 1e-3) / 1e12
+    return {"ok": True, "bandwidth_gbs": 2 * n * 4 / (copy.min_ms * 1e-3) / 1e9, "tflops": tflops}
+
+
+def _failed(kind: Outcome, message: str, fatal: bool = False) -> dict[str, Any]:
+    return {"ok": False, "kind": kind.value, "message": message, "fatal": fatal}
+
+
+def classify(exc: BaseException) -> dict[str, Any]:
+    """A failed-trial reply for an exception raised by a config."""
+    text = f"{type(exc).__name__}: {exc}"
+    lower = text.lower()
+    if any(s in lower for s in _STICKY):
+        return _failed(Outcome.CRASH, text, fatal=True)
+    if isinstance(exc, UnsupportedError):
+        return _failed(Outcome.UNSUPPORTED, str(exc))
+    if isinstance(exc, CompileError):
+        return _failed(Outcome.COMPILE_ERROR, str(exc))
+    if isinstance(exc, torch.cuda.OutOfMemoryError) or any(s in lower for s in _OUT_OF_RESOURCES):
+        return _failed(Outcome.OUT_OF_RESOURCES, text)
+    if type(exc).__name__ in ("CompilationError", "CompileTimeAssertionFailure"):  # triton's
+        return _failed(Outcome.COMPILE_ERROR, text)
+    tail = "".join(traceback.format_exception(exc)[-3:])
+    return _failed(Outcome.ERROR, f"{text}\n{tail}".strip())
+
+
+HANDLERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    "hello": lambda msg: {"ok": True, "pid": os.getpid(),
+                          "fingerprint": fingerprint(msg.get("device", "cpu")).to_dict()},
+    "describe": describe,
+    "trial": trial,
+    "calibrate": calibrate,
+}
+
+
+def handle(msg: dict[str, Any]) -> dict[str, Any]:
+    """The reply to one request; exceptions become failed replies, never a dead worker."""
+    handler = HANDLERS.get(msg.get("cmd", ""))
+    if handler is None:
+        return _failed(Outcome.ERROR, f"unknown request {msg.get('cmd')!r}; expected one of {', '.join(HANDLERS)}")
+    try:
+        return handler(msg)
+    except Exception as exc:  # a failed config is data, reported to the tuner
+        return classify(exc)
+
+
+def main() -> None:
+    protocol = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # kernel printf and print() land on stderr, never in the protocol
+    sys.stdout = sys.stderr
+    faulthandler.enable()  # a segfault leaves a Python traceback in the log the parent reads
+    try:
+        registry.load()
+    except Exception as exc:  # reported to the parent, which raises it
+        protocol.write(json.dumps(_failed(Outcome.ERROR, str(exc))) + "\n")
+        return
+    for line in sys.stdin:
+        msg = json.loads(line)
+        if msg.get("cmd") == "exit":
+            break
+        reply = handle(msg)
+        protocol.write(json.dumps(reply) + "\n")
+        if reply.get("fatal"):
+            os._exit(3)  # the device context is broken; the parent starts a fresh worker
+    sys.stderr.flush()
+    os._exit(0)  # nothing left to save: skipping interpreter teardown saves ~2 s with torch and triton loaded
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+"""`kernelzoo tune`, `show` and `tune --pending` end to end, in new processes as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+from tuning_helpers import kernelzoo_cli, python, reset_lookup, temporary_db
+
+import kernelzoo
+from kernelzoo.db.records import missed_keys, save_device_ceilings, winners
+from kernelzoo.db.store import open_store
+from kernelzoo.fingerprint import cpu_fingerprint
+from kernelzoo.registry import registry
+
+FAST = ("--device", "cpu", "--dtype", "float32", "--budget-ms", "10", "--quiet")
+EXPLAIN = """
+import json, torch, kernelzoo
+x = torch.randn({shape})
+choice = kernelzoo.explain("{op}", x)
+assert torch.allclose(kernelzoo.ops.{op}(x), torch.{op}(x, -1) if "{op}" == "softmax" else torch.{op}(x))
+print(json.dumps({{"plugin": choice.plugin, "reason": choice.reason}}))
+"""
+
+
+@pytest.fixture
+def tmp_db(tmp_path, monkeypatch):
+    """A new SQLite database, the default (KERNELZOO_DB) for this test; its URL."""
+    with temporary_db(tmp_path, monkeypatch) as url:
+        # planted ceilings: the tuner then needs no calibration run (~1 s per database)
+        save_device_ceilings(open_store(url), cpu_fingerprint(), {"bandwidth_gbs": 10.0, "tflops": {"float32": 0.1}})
+        yield url
+
+
+def _check(done: subprocess.CompletedProcess) -> str:
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_tune_prints_the_table_show_lists_the_winner_and_a_new_process_runs_it(tmp_db):
+    op = "softmax" if "softmax" in registry.load().ops else "relu"
+    out = _check(kernelzoo_cli("tune", "--op", op, "--trials", "20", "--shape", "64x256", *FAST, "--db", tmp_db))
+    assert "plugin" in out and "vs torch" in out and "% floor" in out and "winner: " in out
+    shown = json.loads(_check(kernelzoo_cli("show", "--op", op, "--json", "--db", tmp_db)))
+    (winner,) = shown
+    assert {"op", "plugin", "config", "device", "dtype", "bucket", "time_ms"} <= set(winner)
+    assert f"winner: {winner['plugin']}" in out
+    ran = json.loads(_check(python(EXPLAIN.format(op=op, shape="64, 256"), env={"KERNELZOO_DB": tmp_db})))
+    assert ran["plugin"] == winner["plugin"]
+    assert ran["reason"].startswith("tuned (exact bucket")
+
+
+def test_two_tuners_writing_one_sqlite_file_lose_no_winner(tmp_db):
+    # at the same time, both tune two shapes (two shared studies) and one shape of their own
+    args = [[sys.executable, "-m", "kernelzoo.cli", "tune", "--op", "relu", "--plugin", "torch", "--shape", "128x128",
+             "--shape", "96x96", "--shape", own, "--trials", "3", *FAST, "--db", tmp_db] for own in ("64x64", "32x32")]
+    procs = [subprocess.Popen(a, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for a in args]
+    for p in procs:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+    tuned = sorted(w.shape for w in winners(open_store(tmp_db), op="relu"))
+    assert tuned == ["128x128", "32x32", "64x64", "96x96"]
+
+
+def test_tune_pending_tunes_exactly_the_keys_programs_missed(tmp_db):
+    x = torch.randn(48, 40)
+    assert kernelzoo.explain("relu", x).reason == "default order"  # a miss, recorded in the database
+    reset_lookup()  # writes it, and makes this process new
+    out = _check(kernelzoo_cli("tune", "--pending", "--plugin", "torch", "--plugin", "python", *FAST, "--db", tmp_db))
+    assert "relu float32 48x40" in out
+    assert kernelzoo.explain("relu", x).reason == "tuned (exact bucket n=2^11)"
+    assert missed_keys(open_store(tmp_db), cpu_fingerprint().hash) == []

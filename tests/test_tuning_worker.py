@@ -1,0 +1,69 @@
+"""Failed configs are data: crashes, hangs, wrong answers and refusals end as failed trials, tuning goes on.
+
+One exhaustive search of the toy plugin ``kz_toy/planted`` (tuning_toys.py), whose config
+values each fail in one way, is shared by the tests of this module.
+"""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import select
+from tuning_helpers import planted_toys, temporary_db
+
+from kernelzoo.db.models import Outcome, TrialModel
+from kernelzoo.db.records import winners
+from kernelzoo.db.store import open_store
+from kernelzoo.tuner.pool import WorkerPool
+from kernelzoo.tuner.search import TuneOptions
+from kernelzoo.tuner.tune import tune_op
+
+TIMEOUT_S = 3.0  # the hanging config is killed after this; the others finish in milliseconds
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory):
+    """Tune kz_toy twice (the second run resumes the study); the store, both reports, trials by mode."""
+    with pytest.MonkeyPatch.context() as mp, temporary_db(tmp_path_factory.mktemp("db"), mp) as url, \
+            planted_toys(mp):
+        store = open_store(url)
+        options = TuneOptions(trials=20, timeout_s=TIMEOUT_S, budget_ms=5, warmup=1, calibrate=False)
+        with WorkerPool(TIMEOUT_S) as pool:
+            reports = tune_op(store, pool, "kz_toy", device="cpu", shapes=[(257,)], dtypes=["float32"],
+                              options=options)
+            again = tune_op(store, pool, "kz_toy", device="cpu", shapes=[(257,)], dtypes=["float32"],
+                            options=options)
+        trials = store.transaction(lambda s: {t.config["mode"]: t for t in s.scalars(
+            select(TrialModel).where(TrialModel.plugin == "planted"))})
+        yield store, reports, again, trials
+
+
+def test_failed_configs_are_recorded_with_their_reason_and_tuning_completes(tuned):
+    _, reports, _, trials = tuned
+    (report,) = reports
+    planted = next(p for p in report.plugins if p.plugin == "planted").result
+    assert planted.ok == 2
+    assert planted.failures == {"crash": 2, "timeout": 1, "wrong_result": 1, "unsupported": 1, "compile_error": 1}
+    assert trials["abort"].outcome is Outcome.CRASH and "SIGABRT" in trials["abort"].message
+    assert trials["segv"].outcome is Outcome.CRASH and "SIGSEGV" in trials["segv"].message
+    assert trials["hang"].outcome is Outcome.TIMEOUT and f"{TIMEOUT_S:g} s" in trials["hang"].message
+    assert trials["compile"].outcome is Outcome.COMPILE_ERROR and "expected ';'" in trials["compile"].message
+    assert trials["unsupported"].outcome is Outcome.UNSUPPORTED
+    assert trials["ok"].outcome is Outcome.OK and trials["ok"].time_ms > 0
+
+
+def test_a_wrong_answer_never_wins(tuned):
+    store, reports, _, trials = tuned
+    assert trials["wrong"].outcome is Outcome.WRONG_RESULT
+    assert "elements off" in trials["wrong"].message
+    planted = {w.plugin: w for w in winners(store, op="kz_toy")}["planted"]
+    assert planted.config["mode"] in ("ok", "slow")
+    assert reports[0].winner in ("python", "planted")
+
+
+def test_a_second_run_resumes_the_study_and_measures_nothing_again(tuned):
+    store, reports, again, trials = tuned
+    assert len(trials) == len(store.transaction(lambda s: s.scalars(select(TrialModel.trial_id).where(
+        TrialModel.plugin == "planted")).all()))  # one trial record per config: none measured twice
+    first = next(p for p in reports[0].plugins if p.plugin == "planted").result
+    second = next(p for p in again[0].plugins if p.plugin == "planted").result
+    assert second.winner == first.winner

@@ -1,0 +1,65 @@
+"""Fixtures and helpers of the tuning tests: a temporary database per test, toy plugins, CLI runs."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import tuning_toys
+
+from kernelzoo import dispatch
+from kernelzoo.db import lookup
+from kernelzoo.db.store import forget_stores
+from kernelzoo.registry import registry
+
+TESTS = Path(__file__).parent
+
+
+def reset_lookup() -> None:
+    """A fresh winner source and dispatch cache, as in a new process."""
+    lookup.winners.reset()
+    dispatch.clear_cache()
+
+
+@contextlib.contextmanager
+def temporary_db(directory: Path, mp: pytest.MonkeyPatch) -> Iterator[str]:
+    """A new SQLite database in ``directory`` made the default (KERNELZOO_DB); its URL."""
+    url = f"sqlite:///{directory / 'tuning.sqlite'}"
+    mp.setenv("KERNELZOO_DB", url)
+    mp.setenv("KERNELZOO_CACHE_DIR", str(directory / "cache"))  # compiled kernels too, never the user's
+    reset_lookup()
+    try:
+        yield url
+    finally:
+        reset_lookup()
+        forget_stores()
+
+
+@contextlib.contextmanager
+def planted_toys(mp: pytest.MonkeyPatch) -> Iterator[None]:
+    """The toy op kz_toy registered here and in the tuner's workers."""
+    mp.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")])))
+    mp.setenv("KERNELZOO_EXTRA_PLUGINS", "tuning_toys")
+    registry.load().register_module(tuning_toys)
+    try:
+        yield
+    finally:
+        registry.ops.pop("kz_toy", None)
+        registry.impls.pop("kz_toy", None)
+
+
+def kernelzoo_cli(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run ``kernelzoo ARGS`` in a new process."""
+    return subprocess.run([sys.executable, "-m", "kernelzoo.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})})
+
+
+def python(code: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run ``python -c CODE`` in a new process."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})
