@@ -150,9 +150,31 @@ def explain(op: str, *args: Any, **kwargs: Any) -> Choice:
 
 
 def run_call(spec: Op, call: Call) -> Any:
-    """Run a checked call on the chosen implementation; all of its outputs."""
+    """Run a checked call on the chosen implementation; all of its outputs.
+
+    An automatic choice whose ``run`` finds it cannot take the call after all (a tile that
+    does not fit this GPU's shared memory, say) raises UnsupportedError; the next candidate
+    runs instead, with one warning. A forced plugin's error reaches the caller.
+    """
     choice = choose(spec, call)
-    return choice.impl.run(call, choice.config)
+    try:
+        return choice.impl.run(call, choice.config)
+    except UnsupportedError as exc:
+        if choice.reason == "forced":
+            raise
+        first = exc
+    for other in _candidates(spec, call):
+        if other.plugin == choice.plugin or other.impl.supports(call) is not None:
+            continue
+        if (spec.name, choice.plugin, "run") not in _warned:
+            _warned.add((spec.name, choice.plugin, "run"))
+            warnings.warn(f"kernelzoo: {spec.name}: {choice.plugin} cannot run {call.describe()} ({first}); "
+                          f"running {other.plugin}", RuntimeWarning, stacklevel=3)
+        try:
+            return other.impl.run(call, other.config)
+        except UnsupportedError:
+            continue
+    raise first
 
 
 def call_op(op: str, *args: Any, **kwargs: Any) -> Any:

