@@ -12,7 +12,7 @@ print(f"device: {torch.cuda.get_device_name()} (sm_{''.join(map(str, torch.cuda.
       f"nvrtc {'.'.join(map(str, cuda.nvrtc_version()))}")
 PY
 kernelzoo list | tee "$out/list.txt"
-python3 -m pytest -q -p no:cacheprovider "$@" 2>&1 | tee "$out/pytest.txt"
+python3 -m pytest -p no:cacheprovider "$@" 2>&1 | tee "$out/pytest.txt"
 status=${PIPESTATUS[0]}
 echo "gpu_check: $(tail -n 1 "$out/pytest.txt") [$(head -n 1 "$out/versions.txt")]"
 exit "$status"
