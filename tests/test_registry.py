@@ -163,3 +163,22 @@ def test_automatic_choice_falls_back_when_run_finds_it_unsupported(monkeypatch):
     finally:
         monkeypatch.undo()
         dispatch.clear_cache()
+
+
+@pytest.mark.parametrize("op_name", ["relu", "gelu", "add", "softmax", "matmul"])
+def test_shape_strings_round_trip(op_name):
+    """``kernelzoo tune --shape`` and ``--pending`` rebuild calls from ``Op.shape_string``."""
+    op = registry.op(op_name)
+    for shape in op.shapes["cpu"]:
+        call = op.example(shape, torch.float32, "cpu")
+        again = op.example(op.parse_shape(op.shape_string(call)), torch.float32, "cpu")
+        assert op.sizes(again) == op.sizes(call) and op.bucket(again) == op.bucket(call), shape
+
+
+def test_add_shape_strings_name_both_operands_when_they_differ():
+    op = registry.op("add")
+    call = op.example(((17, 1), (1, 1023)), torch.float32, "cpu")
+    assert op.shape_string(call) == "17x1+1x1023"
+    again = op.example(op.parse_shape("17x1+1x1023"), torch.float32, "cpu")
+    assert again.inputs["b"].shape == (1, 1023)
+    assert op.parse_shape("scalar+5x7") == ((), (5, 7))

@@ -127,23 +127,35 @@ class Add(Op):
     def reference(self, call: Call) -> torch.Tensor:
         return torch.add(call.inputs["a"].double(), call.inputs["b"].double(), alpha=call.params["alpha"])
 
-    def example(self, shape: Sequence[int], dtype: torch.dtype, device: torch.device | str,
+    def example(self, shape: Sequence[Any], dtype: torch.dtype, device: torch.device | str,
                 generator: torch.Generator | None = None, b_shape: Sequence[int] | None = None,
                 alpha: float = 1) -> Call:
-        """a of ``shape`` and b of ``b_shape`` (the same by default)."""
+        """a of ``shape`` and b of ``b_shape`` (the same by default); ``shape`` may also be the
+        pair (a's shape, b's shape) that :meth:`parse_shape` gives for broadcasting calls."""
+        if len(shape) == 2 and all(isinstance(s, (tuple, list)) for s in shape):
+            shape, b_shape = shape
         b_shape = shape if b_shape is None else b_shape
         return self.check(randn(shape, device, dtype, generator), randn(b_shape, device, dtype, generator),
                           alpha=alpha)
+
+    def parse_shape(self, text: str) -> tuple[Any, ...]:
+        """'4096x4096' (a and b alike) or 'AxB+CxD' (a's and b's shapes; 'scalar' for 0-dim)."""
+        shapes = [() if part == "scalar" else Op.parse_shape(self, part) for part in text.split("+")]
+        if len(shapes) > 2:
+            raise ArgumentError(f"add: shape {text!r} names more than two tensors; expected 'AxB' or 'AxB+CxD'")
+        return shapes[0] if len(shapes) == 1 else (shapes[0], shapes[1])
+
+    def shape_string(self, call: Call) -> str:
+        a, b = (call.inputs[k].shape for k in "ab")
+        if a == b:
+            return "x".join(map(str, a)) or "scalar"
+        return f"{'x'.join(map(str, a)) or 'scalar'}+{'x'.join(map(str, b)) or 'scalar'}"
 
     def _out_shape(self, call: Call) -> tuple[int, ...]:
         return broadcast_shape(call.inputs["a"].shape, call.inputs["b"].shape)
 
     def sizes(self, call: Call) -> dict[str, int]:
         return {"n": math.prod(self._out_shape(call))}
-
-    def shape_string(self, call: Call) -> str:
-        a, b = (call.inputs[k].shape for k in "ab")
-        return f"{'x'.join(map(str, a)) or 'scalar'}+{'x'.join(map(str, b)) or 'scalar'}"
 
     def flags(self, call: Call) -> str:
         # broadcasting or strided inputs take another kernel than dense same-shape ones
