@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Tune ops on the GPU for the shipped winners, export them, and re-time the export.
+#     . .whl/env.sh && scripts/gpu_tune.sh relu gelu add        # ops as arguments
+# Writes $OUT/tuned-<first op>.json (the export) and $OUT/tune.log.
+set -uo pipefail
+out=${OUT:-/tmp/kernelzoo-tune}
+mkdir -p "$out"
+trials=${TRIALS:-8}
+for op in "$@"; do
+  trials_op=$trials
+  [ "$op" = matmul ] && trials_op=${MATMUL_TRIALS:-12}
+  kernelzoo tune --op "$op" --device cuda --plugin triton --plugin cuda --plugin torch \
+    --trials "$trials_op" --budget-ms "${BUDGET_MS:-60}" --quiet 2>&1 | tee -a "$out/tune.log"
+done
+kernelzoo db export "$out/tuned-$1.json" | tee -a "$out/tune.log"
+python3 scripts/check_shipped.py "$out/tuned-$1.json" 2>&1 | tee -a "$out/tune.log" | tail -n 40

@@ -1,0 +1,266 @@
+"""Turn benchmark results into docs/perf: a page per op (its latest GPU and CPU tables and plots, with the
+command, device, versions and date) and README.md (per op, the best kernelzoo plugin against torch).
+
+    python scripts/perf_docs.py --gpu DIR      # import GPU results (scripts/gpu_bench.sh's archive, unpacked)
+    python scripts/perf_docs.py --cpu DIR      # import CPU results (scripts/cpu_bench.sh)
+    python scripts/perf_docs.py --summary DIR  # print a results folder's summary; write nothing
+
+A results folder holds ``<op>.json`` (``kernelzoo bench --json``) and, optionally, ``<op>.png``,
+``gelu_fusion.md`` (``examples/gelu_fusion.py --out``) and ``pytest_<op>.json`` (pytest
+``--benchmark-json``). Imported files go to docs/perf/data/<gpu|cpu>/ and docs/perf/img/, and every page
+is rebuilt from all that is there: importing GPU results keeps the CPU sections, and the other way round.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import shutil
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from kernelzoo.bench.plot import plot
+from kernelzoo.bench.report import read_json
+from kernelzoo.bench.run import Row
+from kernelzoo.table import format_markdown, format_table
+
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "perf"
+KINDS = ("gpu", "cpu")
+HEADERS = ("dtype", "shape", "plugin", "ms", "noise", "TFLOP/s", "GB/s", "% floor", "vs torch")
+Results = dict[str, dict[str, tuple[dict[str, Any], list[Row]]]]  # kind -> op -> (meta, rows)
+
+
+def import_results(src: Path, kind: str, docs: Path) -> list[str]:
+    """Copy a results folder into docs/perf/data/<kind> and img/ (plots drawn from the JSON where missing)."""
+    data, img = docs / "data" / kind, docs / "img"
+    data.mkdir(parents=True, exist_ok=True)
+    img.mkdir(parents=True, exist_ok=True)
+    ops = []
+    for path in sorted(src.glob("*.json")):
+        if path.name.startswith("pytest_"):
+            shutil.copyfile(path, data / path.name)
+            continue
+        meta, rows = read_json(path)
+        op = path.stem
+        shutil.copyfile(path, data / path.name)
+        png = path.with_suffix(".png")
+        if png.exists():
+            shutil.copyfile(png, img / f"{op}-{kind}.png")
+        else:
+            plot(rows, meta, img / f"{op}-{kind}.png")
+        ops.append(op)
+    if (src / "gelu_fusion.md").exists():
+        shutil.copyfile(src / "gelu_fusion.md", data / "gelu_fusion.md")
+    return ops
+
+
+def load(folder: Path) -> dict[str, tuple[dict[str, Any], list[Row]]]:
+    """op -> (meta, rows) of the ``kernelzoo bench`` files in ``folder``."""
+    found = {}
+    for path in sorted(folder.glob("*.json")):
+        if not path.name.startswith("pytest_"):
+            found[path.stem] = read_json(path)
+    return found
+
+
+def _num(value: float | None, fmt: str, suffix: str = "") -> str:
+    return "-" if value is None else format(value, fmt) + suffix
+
+
+def _shape(row: Row) -> str:
+    return " ".join([row.label, *(f"{k}={v}" for k, v in row.params.items())])
+
+
+def best_vs_torch(rows: Sequence[Row]) -> tuple[str, float, float, float, int, int] | None:
+    """The kernelzoo plugin with the best geometric-mean ratio to torch over the groups where both ran:
+    (plugin, geometric mean, lowest, highest, groups where it is faster, groups)."""
+    ratios: dict[str, list[float]] = {}
+    for r in rows:
+        if r.plugin != "torch" and r.vs_torch:
+            ratios.setdefault(r.plugin, []).append(r.vs_torch)
+    if not ratios:
+        return None
+    mean = {p: math.exp(sum(map(math.log, v)) / len(v)) for p, v in ratios.items()}
+    best = max(mean, key=lambda p: (mean[p], len(ratios[p])))
+    v = ratios[best]
+    return best, mean[best], min(v), max(v), sum(x > 1 for x in v), len(v)
+
+
+def _best_text(rows: Sequence[Row]) -> str:
+    found = best_vs_torch(rows)
+    if found is None:
+        return "-"
+    plugin, mean, lo, hi, faster, n = found
+    return f"{plugin}: {mean:.2f}x ({lo:.2f}-{hi:.2f}x; faster in {faster}/{n})"
+
+
+def table(rows: Sequence[Row]) -> str:
+    """Every timed row; the fastest of each group in bold, the plugin dispatch would choose starred."""
+    fastest = {}
+    for r in rows:
+        if r.median_ms and (r.group not in fastest or r.median_ms < fastest[r.group]):
+            fastest[r.group] = r.median_ms
+    cells = []
+    for r in rows:
+        if r.status != "ok":
+            continue
+        ms = f"{r.median_ms:.4g}"
+        cells.append([r.dtype, _shape(r), r.plugin + (" *" if r.plugin == r.dispatch else ""),
+                      f"**{ms}**" if r.median_ms == fastest.get(r.group) else ms,
+                      _num(None if r.spread is None else 100 * r.spread, ".1f", "%"), _num(r.tflops, ".3g"),
+                      _num(r.gbs, ".4g"), _num(r.pct_of_floor, ".0f", "%"), _num(r.vs_torch, ".2f", "x")])
+    return format_markdown(HEADERS, cells)
+
+
+def not_timed(rows: Sequence[Row]) -> list[str]:
+    """One line per plugin and reason it was skipped or failed, with how many groups."""
+    counts: dict[tuple[str, str, str], int] = {}
+    for r in rows:
+        if r.status != "ok":
+            # one line for every "one run takes 1234 ms, more than --max-run-ms 300"
+            key = (r.plugin, r.status, re.sub(r"one run takes \S+ ms, more than", "one run takes more than", r.reason))
+            counts[key] = counts.get(key, 0) + 1
+    return [f"- {plugin} {status} ({n} case{'s' * (n > 1)}): {reason}" for (plugin, status, reason), n in
+            sorted(counts.items())]
+
+
+def _heading(kind: str, meta: dict[str, Any]) -> str:
+    return f"GPU: {meta['device']}" if kind == "gpu" else f"CPU, {meta.get('cores', '?')} cores: {meta['device']}"
+
+
+def _provenance(meta: dict[str, Any]) -> str:
+    versions = ", ".join(f"{k} {v}" for k, v in meta.get("versions", {}).items() if v)
+    ceilings = meta.get("ceilings")
+    floors = f"Floors from: {ceilings['source']}." if ceilings else "No ceilings: no floors."
+    load = meta.get("load") or []
+    busy = (f" Load average (1 min) {' -> '.join(f'{x:.1f}' for x in load)} on {meta.get('cores')} cores"
+            + (": other work shared the machine, the figures are noisy." if max(load) > 0.5 * meta.get("cores", 1)
+               else ".")) if load else ""
+    return (f"Measured {meta['date'][:10]} with `{meta['command']}`; {versions}. {floors}{busy} "
+            "`ms` is the median, `noise` its interquartile range over it, `vs torch` torch's median over the "
+            "plugin's (above 1: faster); `*` marks the plugin `kernelzoo.ops` would run, bold the fastest.")
+
+
+def op_page(op: str, results: Results, pytest_notes: dict[tuple[str, str], str]) -> str:
+    lines = [f"# {op}", "", "[All ops](README.md)", ""]
+    for kind in KINDS:
+        if op not in results.get(kind, {}):
+            continue
+        meta, rows = results[kind][op]
+        lines += [f"## {_heading(kind, meta)}", "", _provenance(meta), "", f"![{op} on the {kind.upper()}]"
+                  f"(img/{op}-{kind}.png)", "", table(rows), ""]
+        skipped = not_timed(rows)
+        if skipped:
+            lines += ["Not timed:", "", *skipped, ""]
+        if (kind, op) in pytest_notes:
+            lines += [pytest_notes[(kind, op)], ""]
+    return "\n".join(lines)
+
+
+def agreement(pytest_file: Path, rows: Sequence[Row]) -> str | None:
+    """How pytest-benchmark's medians compare with ``kernelzoo bench``'s on the cases both ran."""
+    by_id = {"-".join(filter(None, (r.op, r.plugin, r.dtype, r.shape, *(f"{k}={v}" for k, v in r.params.items())))):
+             r.median_ms for r in rows if r.median_ms}
+    ratios = []
+    for bench in json.loads(pytest_file.read_text())["benchmarks"]:
+        case = bench["name"].partition("[")[2].rstrip("]")
+        if case in by_id:
+            ratios.append(bench["stats"]["median"] * 1e3 / by_id[case])
+    if not ratios:
+        return None
+    ratios.sort()
+    return (f"pytest-benchmark (`{pytest_file.name}`) against `kernelzoo bench` on the {len(ratios)} cases both "
+            f"timed, in separate processes: median ratio {ratios[len(ratios) // 2]:.3f}, from {ratios[0]:.3f} "
+            f"to {ratios[-1]:.3f}.")
+
+
+def readme(results: Results) -> str:
+    ops = sorted({op for kind in results.values() for op in kind})
+    lines = ["# Performance", "",
+             "Per op, the kernelzoo plugin with the best geometric-mean speed against torch over the op's "
+             "representative shapes and dtypes (`vs torch`: torch's median time over the plugin's; above 1 is "
+             "faster), its range and in how many of them it beats torch. Pages per op hold the tables and plots. "
+             "Rebuilt by `scripts/perf_docs.py` from `data/`; GPU figures come from `scripts/gpu_bench.sh`, CPU "
+             "ones from `scripts/cpu_bench.sh`. The GELU fusion study: [gelu_fusion.md](gelu_fusion.md).", ""]
+    for kind in KINDS:
+        if results.get(kind):
+            meta = next(iter(results[kind].values()))[0]
+            lines.append(f"- {kind.upper()}: {_heading(kind, meta)}, measured {meta['date'][:10]}; "
+                         + ", ".join(f"{k} {v}" for k, v in meta.get("versions", {}).items() if v))
+    cells = [[f"[{op}]({op}.md)", *(_best_text(results[k][op][1]) if op in results.get(k, {}) else "not measured"
+                                    for k in KINDS)] for op in ops]
+    lines += ["", format_markdown(("op", "GPU: best plugin vs torch", "CPU: best plugin vs torch"), cells), ""]
+    return "\n".join(lines)
+
+
+def gelu_page(docs: Path) -> str | None:
+    parts = [(kind, docs / "data" / kind / "gelu_fusion.md") for kind in KINDS]
+    found = [(kind, p.read_text()) for kind, p in parts if p.exists()]
+    if not found:
+        return None
+    intro = ("# GELU: the kernel-fusion study\n\n[All ops](README.md)\n\nGELU (tanh form) written as 9 separate "
+             "torch ops makes ~9 passes over memory; a fused kernel makes one, and reaches the floor (the bytes "
+             "of one pass over the bandwidth). `examples/gelu_fusion.py` measures each variant.\n")
+    return intro + "".join(f"\n## {kind.upper()} run\n\n{text}" for kind, text in found)
+
+
+def build(docs: Path) -> list[Path]:
+    """Rebuild every page from docs/perf/data; the files written."""
+    results: Results = {kind: load(docs / "data" / kind) for kind in KINDS if (docs / "data" / kind).is_dir()}
+    notes = {}
+    for kind, ops in results.items():
+        for op, (_, rows) in ops.items():
+            pytest_file = docs / "data" / kind / f"pytest_{op}.json"
+            note = agreement(pytest_file, rows) if pytest_file.exists() else None
+            if note:
+                notes[(kind, op)] = note
+    written = []
+    for op in sorted({op for ops in results.values() for op in ops}):
+        (docs / f"{op}.md").write_text(op_page(op, results, notes))
+        written.append(docs / f"{op}.md")
+    (docs / "README.md").write_text(readme(results))
+    written.append(docs / "README.md")
+    gelu = gelu_page(docs)
+    if gelu:
+        (docs / "gelu_fusion.md").write_text(gelu)
+        written.append(docs / "gelu_fusion.md")
+    return written
+
+
+def summary(folder: Path) -> str:
+    """A results folder as text: per op, the best plugin against torch, and pytest-benchmark's agreement."""
+    found = load(folder)
+    rows = [(op, meta["device"], _best_text(op_rows)) for op, (meta, op_rows) in found.items()]
+    lines = [format_table(("op", "device", "best kernelzoo plugin vs torch"), rows, title="gpu_bench summary")]
+    for path in sorted(folder.glob("pytest_*.json")):
+        op = path.stem.removeprefix("pytest_")
+        note = agreement(path, found[op][1]) if op in found else None
+        lines.append(note or f"{path.name}: no case in common with kernelzoo bench")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--gpu", type=Path, help="import the GPU results in this folder")
+    p.add_argument("--cpu", type=Path, help="import the CPU results in this folder")
+    p.add_argument("--summary", type=Path, help="print the summary of a results folder and write nothing")
+    p.add_argument("--docs", type=Path, default=DOCS, help=f"the pages' folder (default {DOCS})")
+    args = p.parse_args(argv)
+    if args.summary:
+        print(summary(args.summary))
+        return 0
+    for kind in KINDS:
+        src = getattr(args, kind)
+        if src is not None:
+            print(f"imported {kind}: {', '.join(import_results(src, kind, args.docs)) or 'nothing'}", file=sys.stderr)
+    for path in build(args.docs):
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
