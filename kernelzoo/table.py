@@ -26,3 +26,11 @@ def _is_number(text: str) -> bool:
     except ValueError:
         return text in ("", "-")
     return True
+
+
+def format_markdown(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """A GitHub-flavoured markdown table; numbers (bold ones too) right-aligned as in :func:`format_table`."""
+    cells = [["" if c is None else str(c).replace("|", "\\|") for c in row] for row in rows]
+    numeric = [bool(cells) and all(_is_number(r[i].strip("*")) for r in cells) for i in range(len(headers))]
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---:" if n else "---" for n in numeric) + "|"]
+    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in cells])

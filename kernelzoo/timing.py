@@ -43,7 +43,8 @@ class Timing:
         return (q3 - q1) / self.median_ms if self.median_ms > 0 else 0.0
 
 
-def _flush_l2(device: torch.device) -> None:
+def flush_l2(device: torch.device) -> None:
+    """Evict the GPU's L2 by writing a 256 MB buffer on the current stream (before each timed run)."""
     buf = _flush_buffers.get(device)
     if buf is None:
         buf = _flush_buffers[device] = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device=device)
@@ -86,7 +87,7 @@ def _time_cpu(fn: Callable[[], Any], setup: Callable[[], Any], warmup: int, budg
 
 
 def _time_cuda(fn: Callable[[], Any], setup: Callable[[], Any], device: torch.device, warmup: int,
-               budget_ms: float, lo: int, hi: int, flush_l2: bool) -> Timing:
+               budget_ms: float, lo: int, hi: int, flush: bool) -> Timing:
     with torch.cuda.device(device):
         for _ in range(max(warmup, 1)):
             setup()
@@ -103,8 +104,8 @@ def _time_cuda(fn: Callable[[], Any], setup: Callable[[], Any], device: torch.de
                   for _ in range(n)]
         for begin, finish in events:
             setup()
-            if flush_l2:
-                _flush_l2(device)
+            if flush:
+                flush_l2(device)
             begin.record()
             fn()
             finish.record()

@@ -132,15 +132,21 @@ def _heading(kind: str, meta: dict[str, Any]) -> str:
     return f"GPU: {meta['device']}" if kind == "gpu" else f"CPU, {meta.get('cores', '?')} cores: {meta['device']}"
 
 
+def _load_note(meta: dict[str, Any]) -> str:
+    load, cores = meta.get("load") or [], meta.get("cores") or 1
+    if not load:
+        return ""
+    busy = ": other work shared the machine, the figures are noisy" if max(load) > 0.5 * cores else ""
+    return f"Load average (1 min) {' -> '.join(f'{x:.1f}' for x in load)} on {cores} cores{busy}."
+
+
 def _provenance(meta: dict[str, Any]) -> str:
     versions = ", ".join(f"{k} {v}" for k, v in meta.get("versions", {}).items() if v)
     ceilings = meta.get("ceilings")
     floors = f"Floors from: {ceilings['source']}." if ceilings else "No ceilings: no floors."
-    load = meta.get("load") or []
-    busy = (f" Load average (1 min) {' -> '.join(f'{x:.1f}' for x in load)} on {meta.get('cores')} cores"
-            + (": other work shared the machine, the figures are noisy." if max(load) > 0.5 * meta.get("cores", 1)
-               else ".")) if load else ""
-    return (f"Measured {meta['date'][:10]} with `{meta['command']}`; {versions}. {floors}{busy} "
+    if meta.get("device_type") == "cpu":
+        floors += " The floor counts memory bandwidth: inputs that fit in the CPU's caches can pass it."
+    return (f"Measured {meta['date'][:10]} with `{meta['command']}`; {versions}. {floors} {_load_note(meta)} "
             "`ms` is the median, `noise` its interquartile range over it, `vs torch` torch's median over the "
             "plugin's (above 1: faster); `*` marks the plugin `kernelzoo.ops` would run, bold the fastest.")
 
@@ -189,8 +195,9 @@ def readme(results: Results) -> str:
     for kind in KINDS:
         if results.get(kind):
             meta = next(iter(results[kind].values()))[0]
-            lines.append(f"- {kind.upper()}: {_heading(kind, meta)}, measured {meta['date'][:10]}; "
-                         + ", ".join(f"{k} {v}" for k, v in meta.get("versions", {}).items() if v))
+            lines.append(f"- {_heading(kind, meta)}, measured {meta['date'][:10]}; "
+                         + ", ".join(f"{k} {v}" for k, v in meta.get("versions", {}).items() if v)
+                         + f". {_load_note(meta)}".rstrip(". ") + ".")
     cells = [[f"[{op}]({op}.md)", *(_best_text(results[k][op][1]) if op in results.get(k, {}) else "not measured"
                                     for k in KINDS)] for op in ops]
     lines += ["", format_markdown(("op", "GPU: best plugin vs torch", "CPU: best plugin vs torch"), cells), ""]
@@ -203,8 +210,8 @@ def gelu_page(docs: Path) -> str | None:
     if not found:
         return None
     intro = ("# GELU: the kernel-fusion study\n\n[All ops](README.md)\n\nGELU (tanh form) written as 9 separate "
-             "torch ops makes ~9 passes over memory; a fused kernel makes one, and reaches the floor (the bytes "
-             "of one pass over the bandwidth). `examples/gelu_fusion.py` measures each variant.\n")
+             "torch ops reads and writes ~20 tensors; a fused kernel reads one and writes one, and can reach the "
+             "floor: those bytes over the memory bandwidth. `examples/gelu_fusion.py` measures each variant.\n")
     return intro + "".join(f"\n## {kind.upper()} run\n\n{text}" for kind, text in found)
 
 
@@ -235,7 +242,7 @@ def summary(folder: Path) -> str:
     """A results folder as text: per op, the best plugin against torch, and pytest-benchmark's agreement."""
     found = load(folder)
     rows = [(op, meta["device"], _best_text(op_rows)) for op, (meta, op_rows) in found.items()]
-    lines = [format_table(("op", "device", "best kernelzoo plugin vs torch"), rows, title="gpu_bench summary")]
+    lines = [format_table(("op", "device", "best kernelzoo plugin vs torch"), rows, title=f"summary of {folder}")]
     for path in sorted(folder.glob("pytest_*.json")):
         op = path.stem.removeprefix("pytest_")
         note = agreement(path, found[op][1]) if op in found else None

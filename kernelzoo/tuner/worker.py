@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from kernelzoo.calibrate import measure
 from kernelzoo.db.models import Outcome
 from kernelzoo.errors import CompileError, UnsupportedError
 from kernelzoo.fingerprint import fingerprint
@@ -110,20 +111,7 @@ def trial(msg: dict[str, Any]) -> dict[str, Any]:
 
 def calibrate(msg: dict[str, Any]) -> dict[str, Any]:
     """Copy bandwidth (bytes read + written) and matmul rates, measured here."""
-    device = torch.device(msg["device"])
-    budget = float(msg.get("budget_ms", 100))
-    n = (256 << 20 if device.type == "cuda" else 64 << 20) // 4  # floats: past the 50 MB L2 / the CPU's L3
-    src, dst = torch.full((n,), 1.5, device=device), torch.zeros(n, device=device)
-    # the best run, not the median: a ceiling is what the machine can do, not what it usually does
-    copy = time_fn(lambda: dst.copy_(src), device, budget_ms=budget)
-    tflops = {}
-    size = 4096 if device.type == "cuda" else 1024
-    dtypes = (torch.float32, torch.float16, torch.bfloat16) if device.type == "cuda" else (torch.float32,)
-    for dtype in dtypes:
-        a, b = torch.randn(size, size, device=device, dtype=dtype), torch.randn(size, size, device=device, dtype=dtype)
-        t = time_fn(lambda a=a, b=b: a @ b, device, budget_ms=budget)
-        tflops[str(dtype).removeprefix("torch.")] = 2 * size**3 / (t.min_ms * 1e-3) / 1e12
-    return {"ok": True, "bandwidth_gbs": 2 * n * 4 / (copy.min_ms * 1e-3) / 1e9, "tflops": tflops}
+    return {"ok": True, **measure(msg["device"], float(msg.get("budget_ms", 100)))}
 
 
 def _failed(kind: Outcome, message: str, fatal: bool = False) -> dict[str, Any]:

@@ -1,0 +1,9 @@
+"""adam_update_: every plugin against torch, per dtype and shape (harness.py)."""
+
+from harness import run
+
+OPS = ("adam_update_",)
+
+
+def test_adam_update(benchmark, case, bench_config):
+    run(benchmark, case, bench_config)

@@ -1,0 +1,78 @@
+"""Measuring a device's ceilings (copy bandwidth, matmul rates) and finding the ones a floor is computed from.
+
+The tuner's worker (its ``calibrate`` request), ``kernelzoo bench``, the pytest benchmarks and the
+examples all measure with :func:`measure`. :func:`ceilings_here` gives the ceilings of a device:
+the built-in table for known GPUs, else the calibration stored for its fingerprint, else one
+measured now (about a second) and stored, as ``kernelzoo tune`` does.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from datetime import date
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from kernelzoo.errors import DatabaseError
+from kernelzoo.fingerprint import fingerprint
+from kernelzoo.timing import time_fn
+from kernelzoo.tuner.ceilings import Ceilings, device_ceilings
+
+if TYPE_CHECKING:
+    from kernelzoo.db.store import Store
+
+
+def measure(device: torch.device | str, budget_ms: float = 100.0) -> dict[str, Any]:
+    """Copy bandwidth (bytes read + written, GB/s) and matmul rates by dtype name (TFLOP/s), measured here."""
+    device = torch.device(device)
+    n = (256 << 20 if device.type == "cuda" else 64 << 20) // 4  # floats: past the 50 MB L2 / the CPU's L3
+    src, dst = torch.full((n,), 1.5, device=device), torch.zeros(n, device=device)
+    # the best run, not the median: a ceiling is what the machine can do, not what it usually does
+    copy = time_fn(lambda: dst.copy_(src), device, budget_ms=budget_ms)
+    tflops = {}
+    size = 4096 if device.type == "cuda" else 1024
+    dtypes = (torch.float32, torch.float16, torch.bfloat16) if device.type == "cuda" else (torch.float32,)
+    for dtype in dtypes:
+        a, b = torch.randn(size, size, device=device, dtype=dtype), torch.randn(size, size, device=device, dtype=dtype)
+        t = time_fn(lambda a=a, b=b: a @ b, device, budget_ms=budget_ms)
+        tflops[str(dtype).removeprefix("torch.")] = 2 * size**3 / (t.min_ms * 1e-3) / 1e12
+    return {"bandwidth_gbs": 2 * n * 4 / (copy.min_ms * 1e-3) / 1e9, "tflops": tflops}
+
+
+def calibrate(device: torch.device | str, store: Store | None = None) -> dict[str, Any]:
+    """Measure ``device`` and store the result for its fingerprint; the stored dict (with its source)."""
+    from kernelzoo.db import records
+    from kernelzoo.db.store import open_store
+
+    measured = {**measure(device), "source": f"measured calibration, {date.today().isoformat()}"}
+    try:
+        records.save_device_ceilings(store or open_store(), fingerprint(device), measured)
+    except DatabaseError as exc:  # the figures still serve this run
+        warnings.warn(f"kernelzoo: the calibration was not stored: {exc}", RuntimeWarning, stacklevel=2)
+    return measured
+
+
+def stored(device: torch.device | str, store: Store | None = None) -> dict[str, Any] | None:
+    """The calibration stored for ``device``, if any (None, with a warning, when the database is unusable)."""
+    from kernelzoo.db import records
+    from kernelzoo.db.store import open_store
+
+    try:
+        return records.device_ceilings(store or open_store(), fingerprint(device))
+    except DatabaseError as exc:
+        warnings.warn(f"kernelzoo: stored ceilings not read: {exc}", RuntimeWarning, stacklevel=2)
+        return None
+
+
+def ceilings_here(device: torch.device | str, store: Store | None = None, *,
+                  measure_missing: bool = True) -> Ceilings | None:
+    """The ceilings of ``device``: built-in, stored, or (``measure_missing``) measured now and stored."""
+    fp = fingerprint(device)
+    found = device_ceilings(fp, stored(device, store))
+    if found is None and measure_missing:
+        print(f"kernelzoo: measuring the ceilings of {fp.describe()} (copy bandwidth, matmul rate) once",
+              file=sys.stderr)
+        found = device_ceilings(fp, calibrate(device, store))
+    return found

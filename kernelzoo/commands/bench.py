@@ -1,0 +1,119 @@
+"""``kernelzoo bench``: every plugin of an op against torch, per shape: time, rates, % of the floor, the ratio
+to torch and dispatch's choice; ``--json`` keeps every row, ``--plot`` draws throughput against size."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import torch
+
+from kernelzoo.errors import ArgumentError
+from kernelzoo.registry import registry
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "bench", help="time every plugin of an op against torch: rates, %% of the floor, JSON, plots",
+        description="Time every plugin of an op in this process (CUDA events with the L2 flushed on the GPU, "
+        "median of many runs after a warm-up) on fresh random inputs of each representative shape and dtype, "
+        "each with its tuned config where one is stored, else its default. Per shape: the median and its noise, "
+        "TFLOP/s and GB/s, % of the floor (max(FLOPs / peak, bytes / bandwidth) from the device's ceilings: "
+        "built in for known GPUs, else measured once by --calibrate and stored), the ratio to torch (above 1: "
+        "faster) and, starred, the plugin kernelzoo.ops would run.")
+    p.add_argument("--op", action="append", help="the op (repeatable: then --json and --plot paths need {op})")
+    p.add_argument("--plugin", action="append", help="only this plugin (repeatable; default: every plugin of the "
+                   "op that runs on the device)")
+    p.add_argument("--shape", action="append", help="a shape like 4096x4096 (repeatable; default: the op's "
+                   "representative shapes)")
+    p.add_argument("--dtype", action="append", help="float32, float16 or bfloat16 (repeatable; default: every "
+                   "dtype torch takes on the device)")
+    p.add_argument("--device", help="cpu or cuda (default: cuda if there is a GPU)")
+    p.add_argument("--json", metavar="FILE", help="write every row and where it was measured to FILE")
+    p.add_argument("--plot", metavar="FILE.png", help="plot throughput against size, a line per plugin")
+    p.add_argument("--budget-ms", type=float, default=100.0, help="measuring time per plugin and shape "
+                   "(default 100; at least 5 runs)")
+    p.add_argument("--max-run-ms", type=float, default=1000.0, help="do not time a plugin whose one run takes "
+                   "longer (default 1000)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.add_argument("--calibrate", action="store_true", help="measure the device's copy bandwidth and matmul "
+                   "rates first and store them for it (about a second)")
+    p.add_argument("--db", help="SQLAlchemy URL of the tuning database (default: $KERNELZOO_DB or the cache dir)")
+    p.set_defaults(func=run)
+
+
+def _device(name: str | None) -> torch.device:
+    device = torch.device(name or ("cuda" if torch.cuda.is_available() else "cpu"))
+    if device.type not in ("cpu", "cuda"):
+        raise ArgumentError(f"bench: --device must be cpu or cuda, got {name!r}")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ArgumentError("bench: --device cuda, but torch sees no CUDA GPU")
+    return device
+
+
+def _check(args: argparse.Namespace) -> None:
+    if not args.op and not args.calibrate:
+        raise ArgumentError("bench: pass --op OP (or --calibrate)")
+    for op in args.op or ():
+        registry.op(op)  # UnknownError listing the ops
+    for flag, path in (("--json", args.json), ("--plot", args.plot)):
+        if path and len(args.op or ()) > 1 and "{op}" not in path:
+            raise ArgumentError(f"bench: {flag} {path!r} with several ops must contain {{op}}, e.g. out/{{op}}.json")
+    known = {i.plugin for op in args.op or () for i in registry.implementations(op)}
+    unknown = sorted(set(args.plugin or ()) - known)
+    if unknown:
+        raise ArgumentError(f"bench: no op of {', '.join(args.op)} has plugin(s) {', '.join(unknown)}; "
+                            f"their plugins: {', '.join(sorted(known))}")
+    if args.budget_ms <= 0 or args.max_run_ms <= 0:
+        raise ArgumentError(f"bench: --budget-ms and --max-run-ms must be > 0, got {args.budget_ms}, "
+                            f"{args.max_run_ms}")
+
+
+def _calibrate(device: torch.device) -> None:
+    from kernelzoo.calibrate import calibrate
+    from kernelzoo.fingerprint import fingerprint
+
+    measured = calibrate(device)
+    rates = ", ".join(f"{d} {t:.3g}" for d, t in measured["tflops"].items())
+    print(f"calibrated {fingerprint(device).describe()}: copy {measured['bandwidth_gbs']:.4g} GB/s, "
+          f"matmul TFLOP/s {rates}; stored")
+
+
+def run(args: argparse.Namespace) -> int:
+    from kernelzoo.bench.cases import cases
+    from kernelzoo.bench.plot import plot
+    from kernelzoo.bench.report import format_group, write_json
+    from kernelzoo.bench.run import bench_groups, meta
+    from kernelzoo.calibrate import ceilings_here
+
+    if args.db:
+        os.environ["KERNELZOO_DB"] = args.db  # dispatch's winner lookup reads the same database
+    registry.load()
+    _check(args)
+    device = _device(args.device)
+    if args.calibrate:
+        _calibrate(device)
+    ceilings = ceilings_here(device) if args.op else None
+    for op in args.op or ():
+        spec = registry.op(op)
+        shapes = [spec.parse_shape(s) for s in args.shape] if args.shape else None
+        plugins = [p for p in args.plugin if p in registry.impls[op]] if args.plugin else None
+        found = cases(op, device.type, plugins=plugins, dtypes=args.dtype, shapes=shapes)
+        if not found:
+            print(f"kernelzoo: {op}: nothing to bench on {device.type} for these plugins, dtypes and shapes",
+                  file=sys.stderr)
+            continue
+        info = meta(device, ceilings, sys.argv[1:])
+        rows = []
+        for group in bench_groups(found, device, ceilings, budget_ms=args.budget_ms, max_run_ms=args.max_run_ms,
+                                  seed=args.seed):
+            print(format_group(group, info["device"], info["ceilings"]), end="\n\n", flush=True)
+            rows += group
+        if hasattr(os, "getloadavg"):
+            info["load"].append(os.getloadavg()[0])
+        if args.json:
+            write_json(args.json.replace("{op}", op), info, rows)
+        if args.plot:
+            plot(rows, info, args.plot.replace("{op}", op))
+    return 0

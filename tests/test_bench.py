@@ -1,0 +1,180 @@
+"""`kernelzoo bench` (table, JSON, plot, floors, --calibrate) and the pytest-benchmark harness in benchmarks/."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from dataclasses import fields
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import torch
+from tuning_helpers import temporary_db
+
+from kernelzoo.bench.cases import cases
+from kernelzoo.bench.run import Row
+from kernelzoo.cli import main
+from kernelzoo.db.records import device_ceilings, save_device_ceilings
+from kernelzoo.db.store import open_store
+from kernelzoo.fingerprint import cpu_fingerprint
+from kernelzoo.registry import registry
+from kernelzoo.tuner.ceilings import Ceilings
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCHMARKS = ROOT / "benchmarks"
+PLANTED = {"bandwidth_gbs": 10.0, "tflops": {"float32": 0.1}, "source": "planted by the test"}
+
+
+@pytest.fixture
+def tmp_db(tmp_path, monkeypatch):
+    """A new database (the default for this test and its subprocesses) holding planted CPU ceilings."""
+    with temporary_db(tmp_path, monkeypatch) as url:
+        save_device_ceilings(open_store(url), cpu_fingerprint(), PLANTED)
+        yield url
+
+
+def test_bench_prints_tables_and_writes_json_rows_and_a_plot(tmp_db, tmp_path, capsys):
+    out_json, out_png = tmp_path / "relu.json", tmp_path / "relu.png"
+    assert main(["bench", "--op", "relu", "--device", "cpu", "--shape", "256x256", "--shape", "64x1024", "--dtype",
+                 "float32", "--budget-ms", "5", "--json", str(out_json), "--plot", str(out_png)]) == 0
+    out = capsys.readouterr().out
+    assert "vs torch" in out and "% floor" in out and "dispatch: " in out
+    data = json.loads(out_json.read_text())
+    assert {"device", "versions", "date", "command", "ceilings", "cores", "load"} <= set(data["meta"])
+    assert data["meta"]["ceilings"]["source"] == "planted by the test"
+    rows = [Row(**r) for r in data["rows"]]  # every documented key, no other
+    assert {r.shape for r in rows} == {"256x256", "64x1024"}
+    assert set(data["rows"][0]) == {f.name for f in fields(Row)}
+    ceilings = Ceilings(PLANTED["bandwidth_gbs"], PLANTED["tflops"], PLANTED["source"])
+    for r in rows:
+        assert r.floor_ms == pytest.approx(ceilings.floor_ms(r.flops, r.bytes, r.dtype))
+        assert r.bytes == 2 * 4 * 256 * 256  # relu reads and writes each float once
+        if r.status == "ok":
+            assert r.median_ms > 0 and r.runs >= 3 and r.dispatch
+            assert r.pct_of_floor == pytest.approx(100 * r.floor_ms / r.median_ms)
+            assert r.gbs == pytest.approx(r.bytes / r.median_ms / 1e6)
+    assert next(r for r in rows if r.plugin == "torch").vs_torch == pytest.approx(1.0)
+    png = out_png.read_bytes()
+    assert png.startswith(b"\x89PNG") and len(png) > 10_000
+    perf_docs = _load(ROOT / "scripts" / "perf_docs.py")  # the pages of these results
+    assert perf_docs.main(["--cpu", str(tmp_path), "--docs", str(tmp_path / "docs")]) == 0
+    page = (tmp_path / "docs" / "relu.md").read_text()
+    assert "## CPU, " in page and "| float32 | 256x256 | torch |" in page and "(img/relu-cpu.png)" in page
+    assert (tmp_path / "docs" / "img" / "relu-cpu.png").read_bytes() == png
+    assert "[relu](relu.md)" in (tmp_path / "docs" / "README.md").read_text()
+
+
+def _load(path: Path) -> ModuleType:
+    """A script or example as a module."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_calibrate_stores_the_device_ceilings(tmp_path, monkeypatch, capsys):
+    with temporary_db(tmp_path, monkeypatch) as url:
+        assert main(["bench", "--calibrate", "--device", "cpu"]) == 0
+        assert "calibrated" in capsys.readouterr().out
+        stored = device_ceilings(open_store(url), cpu_fingerprint())
+        assert stored["bandwidth_gbs"] > 0 and stored["tflops"]["float32"] > 0
+        assert stored["source"].startswith("measured calibration")
+
+
+def test_the_help_texts_format(capsys):
+    for argv in (["--help"], ["bench", "--help"]):
+        with pytest.raises(SystemExit) as done:
+            main(argv)
+        assert done.value.code == 0
+    assert "% of the floor" in capsys.readouterr().out
+
+
+def test_several_ops_need_a_path_per_op(capsys):
+    assert main(["bench", "--op", "relu", "--op", "gelu", "--json", "out.json"]) == 2
+    assert "must contain {op}" in capsys.readouterr().err
+
+
+def _bench_ops() -> set[str]:
+    found = set()
+    for path in BENCHMARKS.glob("bench_*.py"):
+        match = re.search(r"^OPS = \((.*)\)$", path.read_text(), re.MULTILINE)
+        if match:
+            found |= {name.strip().strip('"') for name in match.group(1).split(",") if name.strip()}
+    return found
+
+
+def test_every_op_has_a_benchmark_file():
+    missing = set(registry.load().ops) - _bench_ops()
+    assert not missing, f"add these ops to a benchmarks/bench_<op>.py (OPS = (...)): {sorted(missing)}"
+
+
+def test_the_benchmarks_are_the_cases_of_their_ops():
+    done = subprocess.run([sys.executable, "-m", "pytest", "benchmarks", "--collect-only", "-q", "-p",
+                           "no:cacheprovider", "--bench-device", "cpu"], capture_output=True, text=True,
+                          cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    ids = re.findall(r"\[(.+)\]$", done.stdout, re.MULTILINE)
+    assert sorted(ids) == sorted(str(c) for op in _bench_ops() for c in cases(op, "cpu"))
+    assert "softmax-torch-float32-2048x2048" in ids
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_every_group_has_a_torch_row(device):
+    groups = defaultdict(set)
+    for op in _bench_ops() & set(registry.load().ops):
+        for case in cases(op, device):
+            groups[case.group].add(case.plugin)
+    assert groups and all("torch" in plugins for plugins in groups.values())
+
+
+def test_the_benchmarks_run_once_as_tests(tmp_db):
+    done = subprocess.run([sys.executable, "-m", "pytest", "benchmarks/bench_relu.py", "--benchmark-disable", "-q",
+                           "-p", "no:cacheprovider"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(r"\d+ passed", done.stdout)
+
+
+class _FakeEvent:
+    """torch.cuda.Event on the CPU clock: what a GPU timeline would show if kernels ran as they are called."""
+
+    def __init__(self, enable_timing: bool = False) -> None:
+        self.t = 0.0
+
+    def record(self) -> None:
+        self.t = time.perf_counter()
+
+    def synchronize(self) -> None:
+        pass
+
+    def elapsed_time(self, end: _FakeEvent) -> float:
+        return (end.t - self.t) * 1e3
+
+
+def test_the_cuda_event_timer_is_read_in_pairs_around_the_call(monkeypatch):
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import harness
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    monkeypatch.setattr(torch.cuda, "Event", _FakeEvent)
+    for _ in range(2):  # as pytest-benchmark's runner: start = timer(); call; duration = timer() - start
+        time.sleep(0.02)  # the round's setup: not timed
+        start = harness.cuda_event_timer()
+        time.sleep(0.005)
+        duration = harness.cuda_event_timer() - start
+        assert 0.004 < duration < 0.015
+
+
+def test_the_gelu_fusion_study_writes_its_tables(tmp_db, tmp_path):
+    study = _load(ROOT / "examples" / "gelu_fusion.py")
+    study.main(["--device", "cpu", "--cpu-size", "256x512", "--no-compile", "--out", str(tmp_path / "gelu.md")])
+    text = (tmp_path / "gelu.md").read_text()
+    assert "gelu (tanh) of 256x512 float32" in text
+    assert re.search(r"\| torch fused: F.gelu\(approximate='tanh'\) \| [\d.]+ \| [\d.]+ \| \d+% \| 1.00x \|", text)
+    assert "| torch.compile of the separate ops (skipped) |" in text and "floor: bytes / bandwidth" in text
