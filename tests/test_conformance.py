@@ -63,8 +63,6 @@ def test_conformance(impl, device, dtype, case):
             call.inputs[name].copy_(before[name])
         with poison_outputs():
             out = impl.run(call, config)
-        for o in out if isinstance(out, tuple) else (out,):
-            assert o.dtype == call.dtype or not o.is_floating_point(), f"output is {o.dtype}, expected {call.dtype}"
         mismatch = op.verify(call, out, ref)
         assert mismatch is None, f"{call.describe()} with {config}: {mismatch}"
     for name, value in call.inputs.items():

@@ -1,0 +1,288 @@
+"""The attention backward in Triton, FlashAttention-2's three kernels:
+
+1. delta = rowsum(dO∘O), one program per (query block, batch·head);
+2. dK and dV: one program per (block of BLOCK_OUTER keys, batch·kv head), looping over the query
+   blocks (BLOCK_INNER rows) of every query head of its GQA group, so each program owns its rows
+   of dK and dV (no atomics, and GQA's sum over the group is free);
+3. dQ: one program per (block of BLOCK_OUTER query rows, batch·head), looping over key blocks of
+   BLOCK_INNER.
+Both 2 and 3 recompute P = exp2(S·scale·log2 e − lse·log2 e) from the forward's lse (rows that
+attend no key have lse = -inf, read as +inf so that their P is 0) and dS = P∘(dP − delta). Like
+the forward, each loop runs its blocks that need no mask without mask arithmetic, the causal
+diagonal and the tails with it; causal programs skip the blocks they cannot see. Separate dK/dV
+and dQ passes recompute S twice but write every gradient once; a fused pass would need atomic
+adds into dQ.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from kernelzoo.backends.triton import TritonImplementation
+from kernelzoo.registry import Call
+
+from ..attention import like
+from ..attention.triton import LOG2E, MAX_GRID_Y, apply_mask, head_block, launch, mask_args, precision, rows_contiguous
+from . import trivial_backward
+
+
+@triton.jit
+def _delta(OUT, DO, DELTA, stride_ob, stride_oh, stride_om, stride_db, stride_dh, stride_dm, heads, n_q, head_dim,
+           BLOCK: tl.constexpr, BLOCK_D: tl.constexpr):
+    bh = tl.program_id(1)
+    b = (bh // heads).to(tl.int64)
+    h = (bh % heads).to(tl.int64)
+    offs_m = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    offs_d = tl.arange(0, BLOCK_D)
+    ok = (offs_m[:, None] < n_q) & (offs_d[None, :] < head_dim)
+    o = tl.load(OUT + b * stride_ob + h * stride_oh + offs_m[:, None] * stride_om + offs_d[None, :], mask=ok, other=0.0)
+    do = tl.load(DO + b * stride_db + h * stride_dh + offs_m[:, None] * stride_dm + offs_d[None, :], mask=ok,
+                 other=0.0)
+    delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
+    tl.store(DELTA + bh.to(tl.int64) * n_q + offs_m, delta, mask=offs_m < n_q)
+
+
+@triton.jit
+def _scores_t(k, q_ptrs, mask_ptrs, lse_ptrs, offs_m, offs_n, offs_d, n_q, n_k, head_dim, qk_scale, stride_mm,
+              MASKED: tl.constexpr, CAUSAL: tl.constexpr, HAS_MASK: tl.constexpr, MASK_BOOL: tl.constexpr,
+              EVEN_D: tl.constexpr, PRECISION: tl.constexpr):
+    """(q, Pᵀ) of one query block for the key block k: Pᵀ (keys × queries) = exp2(k·qᵀ·scale − lse)."""
+    if MASKED:
+        if EVEN_D:
+            q = tl.load(q_ptrs, mask=offs_m[:, None] < n_q, other=0.0)
+        else:
+            q = tl.load(q_ptrs, mask=(offs_m[:, None] < n_q) & (offs_d[None, :] < head_dim), other=0.0)
+    elif EVEN_D:
+        q = tl.load(q_ptrs)
+    else:
+        q = tl.load(q_ptrs, mask=offs_d[None, :] < head_dim, other=0.0)
+    lse = tl.load(lse_ptrs, mask=offs_m < n_q, other=float("-inf"))
+    lse2 = tl.where(lse == float("-inf"), float("inf"), lse * 1.4426950408889634)
+    s_t = tl.dot(k, tl.trans(q), input_precision=PRECISION) * qk_scale  # (keys, queries), log2 units
+    if HAS_MASK:
+        bounds = (offs_m[None, :] < n_q) & (offs_n[:, None] < n_k)
+        s_t = apply_mask(s_t, tl.load(mask_ptrs + offs_m[None, :] * stride_mm, mask=bounds, other=0), MASK_BOOL)
+    if MASKED:
+        keep = offs_m[None, :] < n_q
+        if CAUSAL:
+            keep = keep & (offs_n[:, None] <= offs_m[None, :])
+        s_t = tl.where(keep, s_t, float("-inf"))
+    return q, tl.exp2(s_t - lse2[None, :])
+
+
+@triton.jit
+def _dkdv_blocks(dk, dv, k, v, q_ptrs, do_ptrs, mask_ptrs, lse_ptrs, delta_ptrs, offs_n, offs_m0, offs_d,
+                 start, end, stride_qm, stride_dom, stride_mm, n_q, n_k, head_dim, qk_scale,
+                 MASKED: tl.constexpr, CAUSAL: tl.constexpr, HAS_MASK: tl.constexpr, MASK_BOOL: tl.constexpr,
+                 EVEN_D: tl.constexpr, BLOCK_M: tl.constexpr, PRECISION: tl.constexpr):
+    """Query blocks start..end into dK (unscaled) and dV of one key block."""
+    for start_m in range(start, end, BLOCK_M):
+        offs_m = start_m + offs_m0
+        q, p_t = _scores_t(k, q_ptrs + start_m * stride_qm, mask_ptrs, lse_ptrs + start_m, offs_m, offs_n, offs_d,
+                           n_q, n_k, head_dim, qk_scale, stride_mm, MASKED, CAUSAL, HAS_MASK, MASK_BOOL, EVEN_D,
+                           PRECISION)
+        if MASKED:
+            if EVEN_D:
+                do = tl.load(do_ptrs + start_m * stride_dom, mask=offs_m[:, None] < n_q, other=0.0)
+            else:
+                do = tl.load(do_ptrs + start_m * stride_dom,
+                             mask=(offs_m[:, None] < n_q) & (offs_d[None, :] < head_dim), other=0.0)
+        elif EVEN_D:
+            do = tl.load(do_ptrs + start_m * stride_dom)
+        else:
+            do = tl.load(do_ptrs + start_m * stride_dom, mask=offs_d[None, :] < head_dim, other=0.0)
+        dv = tl.dot(p_t.to(do.dtype), do, dv, input_precision=PRECISION)
+        delta = tl.load(delta_ptrs + start_m + offs_m0, mask=offs_m < n_q, other=0.0)
+        dp_t = tl.dot(v, tl.trans(do), input_precision=PRECISION)
+        ds_t = p_t * (dp_t - delta[None, :])
+        dk = tl.dot(ds_t.to(q.dtype), q, dk, input_precision=PRECISION)
+    return dk, dv
+
+
+@triton.jit
+def _attention_dkdv(Q, K, V, MASK, DO, LSE, DELTA, DK, DV,
+                    stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn, stride_vb, stride_vh, stride_vn,
+                    stride_dob, stride_doh, stride_dom, stride_dkb, stride_dkh, stride_dkn,
+                    stride_dvb, stride_dvh, stride_dvn, stride_mb, stride_mh, stride_mm, stride_mn,
+                    heads, kv_heads, group, n_q, n_k, head_dim, qk_scale, scale,
+                    CAUSAL: tl.constexpr, HAS_MASK: tl.constexpr, MASK_BOOL: tl.constexpr,
+                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, EVEN_D: tl.constexpr,
+                    PRECISION: tl.constexpr):
+    start_n = tl.program_id(0) * BLOCK_N
+    bhk = tl.program_id(1)
+    b = (bhk // kv_heads).to(tl.int64)
+    hk = (bhk % kv_heads).to(tl.int64)
+    offs_n = start_n + tl.arange(0, BLOCK_N)
+    offs_m0 = tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, BLOCK_D)
+    kv_ok = (offs_n[:, None] < n_k) & (offs_d[None, :] < head_dim)
+    k = tl.load(K + b * stride_kb + hk * stride_kh + offs_n[:, None] * stride_kn + offs_d[None, :], mask=kv_ok,
+                other=0.0)
+    v = tl.load(V + b * stride_vb + hk * stride_vh + offs_n[:, None] * stride_vn + offs_d[None, :], mask=kv_ok,
+                other=0.0)
+    dk = tl.zeros((BLOCK_N, BLOCK_D), tl.float32)
+    dv = tl.zeros((BLOCK_N, BLOCK_D), tl.float32)
+    # Query blocks: [lo, mid) hold the causal diagonal (masked), [mid, full) are seen whole, then a
+    # masked tail past the last whole block. Rows before start_n see none of these keys.
+    full = (n_q // BLOCK_M) * BLOCK_M
+    if CAUSAL:
+        lo = (start_n // BLOCK_M) * BLOCK_M
+        mid = tl.minimum(((start_n + BLOCK_N + BLOCK_M - 1) // BLOCK_M) * BLOCK_M, n_q)
+    else:
+        lo = 0
+        mid = 0
+    tail = tl.maximum(mid, full)
+    for g in range(group):
+        h = hk * group + g
+        q_ptrs = Q + b * stride_qb + h * stride_qh + offs_m0[:, None] * stride_qm + offs_d[None, :]
+        do_ptrs = DO + b * stride_dob + h * stride_doh + offs_m0[:, None] * stride_dom + offs_d[None, :]
+        mask_ptrs = MASK + b * stride_mb + h * stride_mh + offs_n[:, None] * stride_mn
+        lse_ptrs = LSE + (b * heads + h) * n_q + offs_m0
+        delta_ptrs = DELTA + (b * heads + h) * n_q
+        dk, dv = _dkdv_blocks(dk, dv, k, v, q_ptrs, do_ptrs, mask_ptrs, lse_ptrs, delta_ptrs, offs_n, offs_m0, offs_d,
+                              lo, mid, stride_qm, stride_dom, stride_mm, n_q, n_k, head_dim, qk_scale,
+                              True, CAUSAL, HAS_MASK, MASK_BOOL, EVEN_D, BLOCK_M, PRECISION)
+        dk, dv = _dkdv_blocks(dk, dv, k, v, q_ptrs, do_ptrs, mask_ptrs, lse_ptrs, delta_ptrs, offs_n, offs_m0, offs_d,
+                              mid, full, stride_qm, stride_dom, stride_mm, n_q, n_k, head_dim, qk_scale,
+                              False, CAUSAL, HAS_MASK, MASK_BOOL, EVEN_D, BLOCK_M, PRECISION)
+        dk, dv = _dkdv_blocks(dk, dv, k, v, q_ptrs, do_ptrs, mask_ptrs, lse_ptrs, delta_ptrs, offs_n, offs_m0, offs_d,
+                              tail, n_q, stride_qm, stride_dom, stride_mm, n_q, n_k, head_dim, qk_scale,
+                              True, CAUSAL, HAS_MASK, MASK_BOOL, EVEN_D, BLOCK_M, PRECISION)
+    tl.store(DK + b * stride_dkb + hk * stride_dkh + offs_n[:, None] * stride_dkn + offs_d[None, :],
+             (dk * scale).to(DK.dtype.element_ty), mask=kv_ok)
+    tl.store(DV + b * stride_dvb + hk * stride_dvh + offs_n[:, None] * stride_dvn + offs_d[None, :],
+             dv.to(DV.dtype.element_ty), mask=kv_ok)
+
+
+@triton.jit
+def _dq_blocks(dq, q, do, lse2, delta, k_ptrs, v_ptrs, mask_ptrs, offs_m, offs_n0, offs_d, start, end,
+               stride_kn, stride_vn, stride_mn, n_q, n_k, head_dim, qk_scale,
+               MASKED: tl.constexpr, CAUSAL: tl.constexpr, HAS_MASK: tl.constexpr, MASK_BOOL: tl.constexpr,
+               EVEN_D: tl.constexpr, BLOCK_N: tl.constexpr, PRECISION: tl.constexpr):
+    """Key blocks start..end into dQ (unscaled) of one query block."""
+    for start_n in range(start, end, BLOCK_N):
+        offs_n = start_n + offs_n0
+        if MASKED:
+            if EVEN_D:
+                k_t = tl.load(k_ptrs + start_n * stride_kn, mask=offs_n[None, :] < n_k, other=0.0)
+                v_t = tl.load(v_ptrs + start_n * stride_vn, mask=offs_n[None, :] < n_k, other=0.0)
+            else:
+                ok = (offs_n[None, :] < n_k) & (offs_d[:, None] < head_dim)
+                k_t = tl.load(k_ptrs + start_n * stride_kn, mask=ok, other=0.0)
+                v_t = tl.load(v_ptrs + start_n * stride_vn, mask=ok, other=0.0)
+        elif EVEN_D:
+            k_t = tl.load(k_ptrs + start_n * stride_kn)
+            v_t = tl.load(v_ptrs + start_n * stride_vn)
+        else:
+            k_t = tl.load(k_ptrs + start_n * stride_kn, mask=offs_d[:, None] < head_dim, other=0.0)
+            v_t = tl.load(v_ptrs + start_n * stride_vn, mask=offs_d[:, None] < head_dim, other=0.0)
+        s = tl.dot(q, k_t, input_precision=PRECISION) * qk_scale
+        if HAS_MASK:
+            bounds = (offs_m[:, None] < n_q) & (offs_n[None, :] < n_k)
+            s = apply_mask(s, tl.load(mask_ptrs + offs_n[None, :] * stride_mn, mask=bounds, other=0), MASK_BOOL)
+        if MASKED:
+            keep = offs_n[None, :] < n_k
+            if CAUSAL:
+                keep = keep & (offs_n[None, :] <= offs_m[:, None])
+            s = tl.where(keep, s, float("-inf"))
+        p = tl.exp2(s - lse2[:, None])
+        dp = tl.dot(do, v_t, input_precision=PRECISION)
+        ds = p * (dp - delta[:, None])
+        dq = tl.dot(ds.to(k_t.dtype), tl.trans(k_t), dq, input_precision=PRECISION)
+    return dq
+
+
+@triton.jit
+def _attention_dq(Q, K, V, MASK, DO, LSE, DELTA, DQ,
+                  stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn, stride_vb, stride_vh, stride_vn,
+                  stride_dob, stride_doh, stride_dom, stride_dqb, stride_dqh, stride_dqm,
+                  stride_mb, stride_mh, stride_mm, stride_mn,
+                  heads, group, n_q, n_k, head_dim, qk_scale, scale,
+                  CAUSAL: tl.constexpr, HAS_MASK: tl.constexpr, MASK_BOOL: tl.constexpr,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, EVEN_D: tl.constexpr,
+                  PRECISION: tl.constexpr):
+    start_m = tl.program_id(0) * BLOCK_M
+    bh = tl.program_id(1)
+    b = (bh // heads).to(tl.int64)
+    h = (bh % heads).to(tl.int64)
+    hk = h // group
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    offs_n0 = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, BLOCK_D)
+    row_ok = offs_m < n_q
+    ok = row_ok[:, None] & (offs_d[None, :] < head_dim)
+    q = tl.load(Q + b * stride_qb + h * stride_qh + offs_m[:, None] * stride_qm + offs_d[None, :], mask=ok, other=0.0)
+    do = tl.load(DO + b * stride_dob + h * stride_doh + offs_m[:, None] * stride_dom + offs_d[None, :], mask=ok,
+                 other=0.0)
+    lse = tl.load(LSE + (b * heads + h) * n_q + offs_m, mask=row_ok, other=float("-inf"))
+    lse2 = tl.where(lse == float("-inf"), float("inf"), lse * 1.4426950408889634)
+    delta = tl.load(DELTA + (b * heads + h) * n_q + offs_m, mask=row_ok, other=0.0)
+    k_ptrs = K + b * stride_kb + hk * stride_kh + offs_n0[None, :] * stride_kn + offs_d[:, None]  # Kᵀ tile
+    v_ptrs = V + b * stride_vb + hk * stride_vh + offs_n0[None, :] * stride_vn + offs_d[:, None]  # Vᵀ tile
+    mask_ptrs = MASK + b * stride_mb + h * stride_mh + offs_m[:, None] * stride_mm
+    dq = tl.zeros((BLOCK_M, BLOCK_D), tl.float32)
+    full_end = (n_k // BLOCK_N) * BLOCK_N
+    if CAUSAL:
+        full_end = tl.minimum(full_end, (start_m // BLOCK_N) * BLOCK_N)
+        end = tl.minimum(n_k, start_m + BLOCK_M)
+    else:
+        end = n_k
+    dq = _dq_blocks(dq, q, do, lse2, delta, k_ptrs, v_ptrs, mask_ptrs, offs_m, offs_n0, offs_d, 0, full_end,
+                    stride_kn, stride_vn, stride_mn, n_q, n_k, head_dim, qk_scale,
+                    False, CAUSAL, HAS_MASK, MASK_BOOL, EVEN_D, BLOCK_N, PRECISION)
+    dq = _dq_blocks(dq, q, do, lse2, delta, k_ptrs, v_ptrs, mask_ptrs, offs_m, offs_n0, offs_d, full_end, end,
+                    stride_kn, stride_vn, stride_mn, n_q, n_k, head_dim, qk_scale,
+                    True, CAUSAL, HAS_MASK, MASK_BOOL, EVEN_D, BLOCK_N, PRECISION)
+    tl.store(DQ + b * stride_dqb + h * stride_dqh + offs_m[:, None] * stride_dqm + offs_d[None, :],
+             (dq * scale).to(DQ.dtype.element_ty), mask=ok)
+
+
+class AttentionBackwardTriton(TritonImplementation):
+    op = "attention_backward"
+    # BLOCK_OUTER: the keys (dK/dV) or query rows (dQ) a program owns; BLOCK_INNER: the step of its loop
+    config_space = {"BLOCK_OUTER": [64, 128], "BLOCK_INNER": [32, 64], "num_warps": [4, 8],
+                    "num_stages": [1, 2, 3, 4]}
+    default_config = {"BLOCK_OUTER": 128, "BLOCK_INNER": 32, "num_warps": 8, "num_stages": 2}
+
+    def supports(self, call: Call) -> str | None:
+        why = super().supports(call)
+        if why:
+            return why
+        s = call.op.sizes(call)
+        if s["d"] > 256:
+            return f"head dim {s['d']} > 256 (a (BLOCK_OUTER, head dim) tile of dK, dV or dQ lives in registers)"
+        if call.device.type == "cuda" and call.dtype == torch.float32 and s["d"] > 128:
+            return (f"float32 with head dim {s['d']} > 128: the default config's tiles overflow shared memory")
+        if s["batch"] * s["heads"] > MAX_GRID_Y:
+            return f"batch·heads = {s['batch'] * s['heads']} > {MAX_GRID_Y} (the grid's second dimension)"
+        return None
+
+    def run(self, call: Call, config: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        trivial = trivial_backward(call)
+        if trivial is not None:
+            return trivial
+        q, k, v, o, do = (rows_contiguous(call.inputs[name]) for name in ("q", "k", "v", "o", "do"))
+        lse = call.inputs["lse"].contiguous()
+        (batch, heads, n_q, d), (_, kv_heads, n_k, _) = q.shape, k.shape
+        dq, dk, dv = like(call, q), like(call, k), like(call, v)
+        delta = torch.empty((batch, heads, n_q), dtype=torch.float32, device=q.device)
+        mask, mask_strides, mask_bool = mask_args(call)
+        mask_arg = mask if mask is not None else q
+        block_d, outer, inner = head_block(d), config["BLOCK_OUTER"], config["BLOCK_INNER"]
+        flags = {"CAUSAL": call.params["causal"], "HAS_MASK": mask is not None, "MASK_BOOL": mask_bool,
+                 "BLOCK_D": block_d, "EVEN_D": block_d == d, "PRECISION": precision(q.dtype, block_d),
+                 "num_warps": config["num_warps"], "num_stages": config["num_stages"]}
+        qk_scale, scale = call.params["scale"] * LOG2E, call.params["scale"]
+        launch(_delta, (triton.cdiv(n_q, 64), batch * heads), o, do, delta, *o.stride()[:3], *do.stride()[:3],
+               heads, n_q, d, BLOCK=64, BLOCK_D=block_d)
+        launch(_attention_dkdv, (triton.cdiv(n_k, outer), batch * kv_heads), q, k, v, mask_arg, do, lse, delta, dk, dv,
+               *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3], *dk.stride()[:3],
+               *dv.stride()[:3], *mask_strides, heads, kv_heads, heads // kv_heads, n_q, n_k, d, qk_scale, scale,
+               BLOCK_M=inner, BLOCK_N=outer, **flags)
+        launch(_attention_dq, (triton.cdiv(n_q, outer), batch * heads), q, k, v, mask_arg, do, lse, delta, dq,
+               *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3], *dq.stride()[:3],
+               *mask_strides, heads, heads // kv_heads, n_q, n_k, d, qk_scale, scale,
+               BLOCK_M=outer, BLOCK_N=inner, **flags)
+        return dq, dk, dv
