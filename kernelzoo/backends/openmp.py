@@ -24,7 +24,8 @@ from kernelzoo.errors import CompileError
 from kernelzoo.paths import cache_dir
 from kernelzoo.registry import Availability, Implementation
 
-FLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=gnu11")
+# -fno-math-errno: sqrtf and friends vectorise (kernels never read errno)
+FLAGS = ("-O3", "-march=native", "-fno-math-errno", "-fopenmp", "-fPIC", "-shared", "-std=gnu11")
 _ffi = cffi.FFI()
 _libraries: dict[str, Any] = {}
 _lock = threading.Lock()

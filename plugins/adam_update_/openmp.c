@@ -1,0 +1,86 @@
+// One Adam / AdamW step over contiguous float arrays, in place, in torch's _single_tensor_adam order:
+//   p *= decay (AdamW) or g = grad + wd * p (Adam's L2);  m = lerp(m, g, w1);  v = beta2 * v + (1 - beta2) * g^2;
+//   v_max = max(v_max, v) (amsgrad);  p -= step_size * m / (sqrt(v or v_max) / bc2_sqrt + eps)
+// One pass over memory: each array is read once and written once. lerp is torch's: w1 < 0.5 ? m + w1 * (g - m)
+// : g - (g - m) * (1 - w1). The max propagates NaN as torch.maximum does.
+//
+// Vectorised: each thread runs one loop specialised for its variant (the flags are constants after inlining,
+// so no branch is left in it), and the square root is sqrt_nonnegative below: libm's sqrtf sets errno, so
+// without -fno-math-errno (the backend's flags have none, and neither `#pragma GCC optimize` nor the optimize
+// attribute lifts it in gcc 12) a sqrtf keeps the whole loop scalar — 4M elements took 13.7 ms on one core,
+// against torch's fused Adam's 2.4 ms; with sqrt_nonnegative 2.7 ms. (Square roots in a pass of their own by
+// AVX-512 intrinsics were no faster: 2.7 ms, and 0.57 against 0.60 ms for 1M elements in cache.)
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+typedef struct {
+    float step_size, bc2_sqrt, w1, beta2, eps, weight_decay, decay;
+} Adam;
+
+// sqrt(x) for x >= 0, inf or NaN, in plain arithmetic so that the loop vectorises: 1/sqrt(x) guessed from
+// the exponent bits (relative error < 3.5e-2), two Newton steps (1.8e-3, then 5e-6), s = x · 1/sqrt(x), and
+// one Newton step on s (s + (x - s²) / 2s, the residual exact with FMA; it squares the error): within 1.5 ulp
+// of sqrtf over 1M values from 1e-45 to 3e38. Tiny x (below 2^-100, where the bit guess breaks down at
+// denormals) is scaled by 2^100 first.
+#pragma omp declare simd notinbranch
+static inline float sqrt_nonnegative(float x) {
+    const int tiny = x < 0x1p-100f;
+    const float y = tiny ? x * 0x1p100f : x;
+    int bits;
+    memcpy(&bits, &y, sizeof bits);
+    bits = 0x5f375a86 - (bits >> 1);
+    float r;
+    memcpy(&r, &bits, sizeof r);
+    r = r * (1.5f - 0.5f * y * r * r);
+    r = r * (1.5f - 0.5f * y * r * r);
+    float s = y * r;
+    s = s + 0.5f * r * (y - s * s);
+    s = tiny ? s * 0x1p-50f : s;
+    return x == 0.0f || x == INFINITY ? x : s;  // 0 * inf and inf * 0 above; NaN stays NaN
+}
+
+static inline __attribute__((always_inline)) void adam_span(float *restrict p, const float *restrict grad,
+                                                            float *restrict m, float *restrict v,
+                                                            float *restrict v_max, long long lo, long long hi,
+                                                            Adam a, const int l2, const int shrink,
+                                                            const int amsgrad) {
+    const float w2 = 1.0f - a.beta2, keep1 = 1.0f - a.w1;
+    #pragma omp simd
+    for (long long i = lo; i < hi; ++i) {
+        const float pi = shrink ? p[i] * a.decay : p[i];
+        const float g = l2 ? grad[i] + a.weight_decay * pi : grad[i];
+        const float mi = a.w1 < 0.5f ? m[i] + a.w1 * (g - m[i]) : g - (g - m[i]) * keep1;
+        const float vi = v[i] * a.beta2 + w2 * g * g;
+        float vhat = vi;
+        if (amsgrad) {
+            const float old = v_max[i];
+            vhat = (old != old || vi != vi) ? old + vi : (old > vi ? old : vi);
+            v_max[i] = vhat;
+        }
+        m[i] = mi;
+        v[i] = vi;
+        p[i] = pi - a.step_size * (mi / (sqrt_nonnegative(vhat) / a.bc2_sqrt + a.eps));
+    }
+}
+void adam_update(float *restrict p, const float *restrict grad, float *restrict m, float *restrict v,
+                 float *restrict v_max, long long n, float step_size, float bc2_sqrt, float w1, float beta2,
+                 float eps, float weight_decay, float decay, int decoupled, int amsgrad, int threads) {
+    const Adam a = {step_size, bc2_sqrt, w1, beta2, eps, weight_decay, decay};
+    const int mode = weight_decay == 0.0f ? 0 : decoupled ? 1 : 2;  // none, AdamW's shrink, Adam's L2
+    // below ~64k elements a parallel region (a few microseconds) costs more than it saves
+    #pragma omp parallel num_threads(threads) if (n >= 65536)
+    {
+        const int t = omp_get_thread_num(), team = omp_get_num_threads();
+        const long long step = ((n + team - 1) / team + 15) / 16 * 16;  // whole 64-byte lines per thread
+        const long long lo = t * step < n ? t * step : n, hi = lo + step < n ? lo + step : n;
+        switch (mode * 2 + (amsgrad != 0)) {
+            case 0: adam_span(p, grad, m, v, v_max, lo, hi, a, 0, 0, 0); break;
+            case 1: adam_span(p, grad, m, v, v_max, lo, hi, a, 0, 0, 1); break;
+            case 2: adam_span(p, grad, m, v, v_max, lo, hi, a, 0, 1, 0); break;
+            case 3: adam_span(p, grad, m, v, v_max, lo, hi, a, 0, 1, 1); break;
+            case 4: adam_span(p, grad, m, v, v_max, lo, hi, a, 1, 0, 0); break;
+            default: adam_span(p, grad, m, v, v_max, lo, hi, a, 1, 0, 1); break;
+        }
+    }
+}

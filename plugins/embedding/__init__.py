@@ -1,0 +1,216 @@
+"""embedding(indices, weight, padding_idx=None): torch.nn.functional.embedding, the forward pass: the
+rows of weight (num_weights, dim) picked by indices (int64 or int32, any shape), out[..., :] =
+weight[indices[...], :], of shape indices.shape + (dim,) in weight's dtype.
+
+padding_idx (negative counts from the end, as in torch) changes only the backward: that row gets no
+gradient. An index outside [0, num_weights) is an ArgumentError, checked on the host before any kernel
+(torch's GPU kernel asserts on the device instead). ``kernelzoo.ops.embedding`` records a backward
+through embedding_backward when weight requires grad. The op's shape is (num_weights, dim, indices):
+"50257x4096x16384" for a GPT-2-sized table and 16384 tokens.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import numbers
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from kernelzoo import dispatch
+from kernelzoo.errors import ArgumentError, DeviceError, DTypeError
+from kernelzoo.registry import BadCase, Call, Case, Op, check_tensor, randn
+
+INDEX_DTYPES = (torch.int64, torch.int32)
+# Elements above this are too slow for Triton's interpreter in CI (its programs run in Python).
+INTERPRETER_MAX_ELEMENTS = 100_000
+
+
+def check_indices(op: str, indices: Any, num_weights: int, device: torch.device) -> None:
+    """indices: an int64 / int32 tensor on ``device``, every value in [0, num_weights) (one host sync)."""
+    if not isinstance(indices, torch.Tensor):
+        raise ArgumentError(f"{op}: indices must be a torch.Tensor, got {type(indices).__name__}")
+    if indices.dtype not in INDEX_DTYPES:
+        raise DTypeError(f"{op}: indices must be int64 or int32, got {indices.dtype}")
+    if indices.device != device:
+        raise DeviceError(f"{op}: weight is on {device} but indices are on {indices.device}; expected one device")
+    if indices.numel():
+        low, high = int(indices.min()), int(indices.max())
+        if low < 0 or high >= num_weights:
+            bad = low if low < 0 else high
+            raise ArgumentError(f"{op}: indices hold {bad}, outside [0, {num_weights}) (the rows of weight)")
+
+
+def check_padding_idx(op: str, padding_idx: Any, num_weights: int) -> int | None:
+    """padding_idx as a row in [0, num_weights), or None."""
+    if padding_idx is None:
+        return None
+    if isinstance(padding_idx, bool) or not isinstance(padding_idx, numbers.Integral) \
+            or not -num_weights <= padding_idx < num_weights:
+        raise ArgumentError(f"{op}: padding_idx must be None or an int in [{-num_weights}, {num_weights}), "
+                            f"got {padding_idx!r}")
+    return int(padding_idx) % num_weights
+
+
+def random_indices(shape: Sequence[int], num_weights: int, device: torch.device | str,
+                   g: torch.Generator | None) -> torch.Tensor:
+    return torch.randint(0, num_weights, tuple(shape), generator=g).to(device)
+
+
+class Embedding(Op):
+    """embedding(indices, weight, padding_idx=None) -> weight[indices]."""
+
+    name = "embedding"
+    # (num_weights, dim, indices): GPT-2's vocabulary at dim 4096 and 16384 tokens; Llama 2's at dim 4096
+    shapes = {"cuda": [(50257, 4096, 16384), (32000, 4096, 65536)], "cpu": [(50257, 1024, 4096), (32000, 512, 16384)]}
+
+    def check(self, indices: torch.Tensor, weight: torch.Tensor, padding_idx: int | None = None) -> Call:
+        check_tensor(self.name, "weight", weight)
+        if weight.dim() != 2:
+            raise ArgumentError(f"{self.name}: weight must be 2-D (num_weights, dim), got shape {tuple(weight.shape)}")
+        check_indices(self.name, indices, weight.shape[0], weight.device)
+        return Call(self, {"weight": weight, "indices": indices},
+                    {"padding_idx": check_padding_idx(self.name, padding_idx, weight.shape[0])})
+
+    def reference(self, call: Call) -> torch.Tensor:
+        return call.inputs["weight"].double()[call.inputs["indices"]]
+
+    def example(self, shape: Sequence[int], dtype: torch.dtype, device: torch.device | str,
+                generator: torch.Generator | None = None, **params: Any) -> Call:
+        """A (num_weights, dim) table and ``indices`` random indices into it."""
+        num_weights, dim, n = shape
+        weight = randn((num_weights, dim), device, dtype, generator)
+        return self.check(random_indices((n,), num_weights, device, generator), weight, **params)
+
+    def sizes(self, call: Call) -> dict[str, int]:
+        w = call.inputs["weight"]
+        return {"num_weights": w.shape[0], "dim": w.shape[1], "indices": call.inputs["indices"].numel()}
+
+    def flops(self, call: Call) -> float:
+        return 0.0
+
+    def bytes(self, call: Call) -> float:
+        s, w, i = self.sizes(call), call.inputs["weight"], call.inputs["indices"]
+        return float(2 * s["indices"] * s["dim"] * w.element_size() + i.numel() * i.element_size())
+
+    def cases(self) -> list[Case]:
+        return embedding_cases(_forward_case)
+
+    def bad_cases(self) -> list[BadCase]:
+        i = torch.tensor([0, 3])
+        return [
+            *embedding_bad_cases(self.name, lambda indices, weight, **kw: ((indices, weight), kw)),
+            BadCase("int-weight", lambda: ((i, torch.zeros(10, 4, dtype=torch.int64)), {}), DTypeError,
+                    "weight must be float32, float16, bfloat16, got torch.int64"),
+            BadCase("weight-1d", lambda: ((i, torch.zeros(10)), {}), ArgumentError,
+                    "weight must be 2-D (num_weights, dim), got shape (10,)"),
+        ]
+
+    # --- autograd ----------------------------------------------------------------------------
+    def needs_autograd(self, call: Call) -> bool:
+        return torch.is_grad_enabled() and call.inputs["weight"].requires_grad
+
+    def autograd(self, call: Call) -> torch.Tensor:
+        return _EmbeddingFunction.apply(call.inputs["weight"], call)
+
+
+class _EmbeddingFunction(torch.autograd.Function):
+    """out = weight[indices]; its backward is the op embedding_backward, run by the plugin that was forced for
+    the forward (``kernelzoo.use`` does not reach autograd's worker threads by itself)."""
+
+    @staticmethod
+    def forward(ctx: Any, weight: torch.Tensor, call: Call) -> torch.Tensor:
+        out = dispatch.run_call(call.op, call.replace(weight=weight.detach()))
+        ctx.save_for_backward(call.inputs["indices"])
+        ctx.num_weights, ctx.padding_idx = weight.shape[0], call.params["padding_idx"]
+        ctx.plugin = dispatch.forced_plugin()
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple:
+        from kernelzoo import ops
+
+        (indices,) = ctx.saved_tensors
+        with dispatch.use(ctx.plugin) if ctx.plugin else contextlib.nullcontext():
+            grad_weight = ops.embedding_backward(grad, indices, ctx.num_weights, ctx.padding_idx)
+        return grad_weight, None
+
+
+# --- conformance cases (shared with embedding_backward) ---------------------------------------------
+
+# (id, num_weights, dim, indices shape, layout, keywords): odd dims (1, 17, 1023, 4099), int32 indices,
+# 2-D and 0-dim index tensors, indices repeated many times (the backward's sums), a padding row, views,
+# empty index tensors.
+CaseSpec = tuple[str, int, int, tuple[int, ...], str, dict]
+
+
+def case_specs() -> list[CaseSpec]:
+    return [
+        ("1x1x1", 1, 1, (1,), "", {}),
+        ("17x17x33", 17, 17, (33,), "", {}),
+        ("100x1023x17", 100, 1023, (17,), "", {}),
+        ("1023x64x4099", 1023, 64, (4099,), "", {}),
+        ("50x4099x9", 50, 4099, (9,), "", {}),
+        ("7x33x4099-repeats", 7, 33, (4099,), "", {}),
+        ("int32", 100, 64, (257,), "int32", {}),
+        ("2d-indices", 100, 40, (8, 33), "", {}),
+        ("0d-index", 100, 40, (), "", {}),
+        ("padding", 60, 40, (257,), "", {"padding_idx": 3}),
+        ("padding-negative", 60, 40, (257,), "", {"padding_idx": -1}),
+        ("sliced-weight", 64, 33, (100,), "sliced", {}),
+        ("transposed-weight", 64, 33, (100,), "transposed", {}),
+        ("strided-indices", 64, 33, (100,), "strided", {}),
+        ("empty", 64, 33, (0,), "", {}),
+        ("empty-2d", 64, 33, (0, 5), "", {}),
+        ("big-4099x1024x300", 4099, 1024, (300,), "", {}),
+    ]
+
+
+def case_indices(spec: CaseSpec, device: torch.device, g: torch.Generator) -> torch.Tensor:
+    _, num_weights, _, shape, layout, kwargs = spec
+    if layout == "strided":
+        idx = random_indices((2 * shape[0],), num_weights, device, g)[::2]
+    else:
+        idx = random_indices(shape, num_weights, device, g)
+    if "padding_idx" in kwargs and idx.numel():
+        idx.view(-1)[::5] = kwargs["padding_idx"] % num_weights  # the padding row is looked up too
+    return idx.int() if layout == "int32" else idx
+
+
+def case_weight(spec: CaseSpec, device: torch.device, dtype: torch.dtype, g: torch.Generator) -> torch.Tensor:
+    _, num_weights, dim, _, layout, _ = spec
+    if layout == "sliced":  # every other column: rows 2·dim apart, columns 2 apart
+        return randn((num_weights, 2 * dim), device, dtype, g)[:, ::2]
+    if layout == "transposed":
+        return randn((dim, num_weights), device, dtype, g).t()
+    return randn((num_weights, dim), device, dtype, g)
+
+
+def embedding_cases(make: Callable[[CaseSpec], Callable]) -> list[Case]:
+    return [Case(spec[0], make(spec), small=spec[2] * math.prod(spec[3]) <= INTERPRETER_MAX_ELEMENTS
+                 and spec[1] * spec[2] <= INTERPRETER_MAX_ELEMENTS) for spec in case_specs()]
+
+
+def _forward_case(spec: CaseSpec) -> Callable:
+    def build(device: torch.device, dtype: torch.dtype, g: torch.Generator) -> tuple[tuple, dict]:
+        return (case_indices(spec, device, g), case_weight(spec, device, dtype, g)), dict(spec[5])
+    return build
+
+
+def embedding_bad_cases(op: str, args: Callable[..., tuple[tuple, dict]]) -> list[BadCase]:
+    """Arguments both ops must reject; ``args(indices, weight, **kw)`` gives the op's (args, kwargs)."""
+    w, i = torch.zeros(10, 4), torch.tensor([0, 3, 9])
+    return [
+        BadCase("float-indices", lambda: args(i.float(), w), DTypeError, "indices must be int64 or int32, got "
+                "torch.float32"),
+        BadCase("index-out-of-range", lambda: args(torch.tensor([0, 10]), w), ArgumentError,
+                "indices hold 10, outside [0, 10)"),
+        BadCase("negative-index", lambda: args(torch.tensor([-1, 2]), w), ArgumentError, "indices hold -1"),
+        BadCase("padding-out-of-range", lambda: args(i, w, padding_idx=10), ArgumentError,
+                "padding_idx must be None or an int in [-10, 10), got 10"),
+        BadCase("indices-device", lambda: args(i.to("meta"), w), DeviceError, "indices are on meta"),
+        BadCase("indices-not-tensor", lambda: args([0, 1], w), ArgumentError, "indices must be a torch.Tensor"),
+    ]

@@ -1,0 +1,297 @@
+"""layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5): torch.nn.functional.layer_norm, the
+forward pass, fused. Over the last len(normalized_shape) dims (a row of N = prod(normalized_shape)):
+
+    mean = Σ x / N        var = Σ (x − mean)² / N (biased)        rstd = 1 / sqrt(var + eps)
+    y = (x − mean) · rstd · weight + bias
+
+Every implementation returns (y, mean, rstd): y in x's dtype and shape, mean and rstd float32 of shape
+x.shape[:-len(normalized_shape)] (one per row), which the backward op (layer_norm_backward) needs.
+``kernelzoo.ops.layer_norm`` returns y, and records a backward through layer_norm_backward when x,
+weight or bias requires grad. Statistics accumulate in float32 whatever x's dtype. A row holding an inf
+or NaN gives y, mean and rstd NaN (torch's Welford mean is NaN there too), and so do rows of N = 0.
+
+Kernels see x as (rows, N) with unit column stride (:func:`as_rows`; copied only if it must be). The
+op's shape is (rows, N): "8192x8192" for tuning and benchmarks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import numbers
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from kernelzoo import dispatch
+from kernelzoo.errors import ArgumentError, DeviceError, DTypeError
+from kernelzoo.registry import BadCase, Call, Case, Op, check_same, check_tensor, randn
+from kernelzoo.tolerance import Tolerance, tolerance_for
+
+# Elements above this are too slow for Triton's interpreter in CI (its programs run in Python).
+INTERPRETER_MAX_ELEMENTS = 100_000
+
+
+def as_rows(x: torch.Tensor, n: int) -> torch.Tensor:
+    """x as (rows, n) with column stride 1 (a view when it can be; rows may be any stride apart)."""
+    rows = x.numel() // n if n else math.prod(x.shape[:x.dim() - 1]) if x.dim() else 1
+    x2d = x.reshape(rows, n)
+    if n > 1 and x2d.stride(1) != 1:
+        x2d = x2d.contiguous()
+    return x2d
+
+
+def check_normalized_shape(op: str, x: torch.Tensor, normalized_shape: Any) -> tuple[int, ...]:
+    """normalized_shape as a tuple that must equal x's trailing dims, as torch requires."""
+    def is_int(n: Any) -> bool:
+        return isinstance(n, numbers.Integral) and not isinstance(n, bool)
+    items = (normalized_shape,) if is_int(normalized_shape) else normalized_shape
+    if not isinstance(items, (tuple, list)) or not items or not all(is_int(n) for n in items):
+        raise ArgumentError(f"{op}: normalized_shape must be an int or a non-empty sequence of ints, "
+                            f"got {normalized_shape!r}")
+    shape = tuple(int(n) for n in items)
+    if x.dim() < len(shape) or tuple(x.shape[x.dim() - len(shape):]) != shape:
+        raise ArgumentError(f"{op}: normalized_shape={list(shape)} must equal x's trailing dims; expected x of "
+                            f"shape [*, {', '.join(map(str, shape))}], got {list(x.shape)}")
+    return shape
+
+
+def check_affine(op: str, x: torch.Tensor, shape: tuple[int, ...], **tensors: Any) -> None:
+    """weight / bias (None skipped): of normalized_shape, x's dtype and device."""
+    for name, t in tensors.items():
+        if t is None:
+            continue
+        check_tensor(op, name, t)
+        check_same(op, x=x, **{name: t})
+        if tuple(t.shape) != shape:
+            raise ArgumentError(f"{op}: {name} of shape {tuple(t.shape)} must have normalized_shape {shape}")
+
+
+def check_eps(op: str, eps: Any) -> float:
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not math.isfinite(eps) or eps < 0:
+        raise ArgumentError(f"{op}: eps must be a finite number >= 0, got {eps!r}")
+    return float(eps)
+
+
+def row_stats(x: torch.Tensor, n: int, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(mean, rstd) per row of x over its last dims of n elements, in float64; NaN both where the row holds
+    an inf or NaN (torch's Welford mean is NaN there, not ±inf)."""
+    x2d = x.double().reshape(-1, n)
+    mean = x2d.mean(1)
+    var = (x2d - mean[:, None]).square().mean(1)
+    return torch.where(var.isnan(), math.nan, mean), (var + eps).rsqrt()
+
+
+def stats_shape(x: torch.Tensor, shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(x.shape[:x.dim() - len(shape)])
+
+
+def widened(call: Call, length: int) -> Tolerance:
+    """The table's tolerance widened for float32 sums of ``length`` terms: the plugins add at most a few
+    thousand terms in one float32 accumulator, then combine partials; the error of a mean, and with it of
+    every (x − mean), grows like sqrt(length) (measured below 1e-5·sqrt(length)/16 up to length 65536)."""
+    return tolerance_for(call.dtype).scaled(max(1.0, math.sqrt(length) / 16))
+
+
+class LayerNorm(Op):
+    """layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5) -> y (fused; mean and rstd kept for
+    the backward)."""
+
+    name = "layer_norm"
+    # (rows, N): transformer activations (N = 1024 .. 8192) of more than the 50 MB L2 on the GPU
+    shapes = {"cuda": [(8192, 8192), (16384, 4096), (4096, 1024), (1024, 65536)],
+              "cpu": [(2048, 2048), (4096, 1024), (256, 8192)]}
+
+    def check(self, x: torch.Tensor, normalized_shape: int | Sequence[int], weight: torch.Tensor | None = None,
+              bias: torch.Tensor | None = None, eps: float = 1e-5) -> Call:
+        check_tensor(self.name, "x", x)
+        shape = check_normalized_shape(self.name, x, normalized_shape)
+        check_affine(self.name, x, shape, weight=weight, bias=bias)
+        inputs = {"x": x, **{k: t for k, t in (("weight", weight), ("bias", bias)) if t is not None}}
+        return Call(self, inputs, {"normalized_shape": shape, "eps": check_eps(self.name, eps)})
+
+    def reference(self, call: Call) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        x, shape = call.inputs["x"], call.params["normalized_shape"]
+        n = math.prod(shape)
+        mean, rstd = row_stats(x, n, call.params["eps"])
+        y = (x.double().reshape(-1, n) - mean[:, None]) * rstd[:, None]
+        if "weight" in call.inputs:
+            y = y * call.inputs["weight"].double().reshape(1, n)
+        if "bias" in call.inputs:
+            y = y + call.inputs["bias"].double().reshape(1, n)
+        if n == 0:
+            mean, rstd = mean.fill_(math.nan), rstd.fill_(math.nan)
+        stats = stats_shape(x, shape)
+        return y.reshape(x.shape), mean.reshape(stats), rstd.reshape(stats)
+
+    def example(self, shape: Sequence[int], dtype: torch.dtype, device: torch.device | str,
+                generator: torch.Generator | None = None, affine: bool = True) -> Call:
+        """x of shape (rows, N), normalised over N, with a random weight and bias (``affine``)."""
+        rows, n = shape
+        x = randn((rows, n), device, dtype, generator)
+        w = randn((n,), device, dtype, generator) if affine else None
+        b = randn((n,), device, dtype, generator) if affine else None
+        return self.check(x, n, w, b)
+
+    def sizes(self, call: Call) -> dict[str, int]:
+        n = math.prod(call.params["normalized_shape"])
+        return {"rows": call.inputs["x"].numel() // n if n else 0, "n": n}
+
+    def flags(self, call: Call) -> str:
+        return "-".join(k for k in ("weight", "bias") if k in call.inputs)
+
+    def flops(self, call: Call) -> float:
+        return 8.0 * call.inputs["x"].numel()  # sum, deviation, square-add, normalise, scale, shift
+
+    def bytes(self, call: Call) -> float:
+        x = call.inputs["x"]
+        s = self.sizes(call)
+        params = sum(t.numel() * t.element_size() for k, t in call.inputs.items() if k != "x")
+        return float(2 * x.numel() * x.element_size() + params + 8 * s["rows"])  # x in, y out, mean and rstd
+
+    def tolerance(self, call: Call) -> Tolerance:
+        return widened(call, self.sizes(call)["n"])
+
+    def cases(self) -> list[Case]:
+        return layer_norm_cases(_forward_case)
+
+    def bad_cases(self) -> list[BadCase]:
+        return layer_norm_bad_cases(self.name, lambda x, *rest: (x, *rest))
+
+    # --- autograd ----------------------------------------------------------------------------
+    def result(self, call: Call, outputs: Any) -> torch.Tensor:
+        return outputs[0]
+
+    def needs_autograd(self, call: Call) -> bool:
+        return torch.is_grad_enabled() and any(t.requires_grad for t in call.inputs.values())
+
+    def autograd(self, call: Call) -> torch.Tensor:
+        i = call.inputs
+        return _LayerNormFunction.apply(i["x"], i.get("weight"), i.get("bias"), call)
+
+
+class _LayerNormFunction(torch.autograd.Function):
+    """y = layer_norm(x, weight, bias); its backward is the op layer_norm_backward, run by the plugin that
+    was forced for the forward (``kernelzoo.use`` does not reach autograd's worker threads by itself)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
+                call: Call) -> torch.Tensor:
+        detached = {k: t.detach() for k, t in call.inputs.items()}
+        y, mean, rstd = dispatch.run_call(call.op, call.replace(**detached))
+        ctx.save_for_backward(detached["x"], detached.get("weight"), mean, rstd)
+        ctx.normalized_shape, ctx.plugin = call.params["normalized_shape"], dispatch.forced_plugin()
+        return y
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx: Any, grad_y: torch.Tensor) -> tuple:
+        from kernelzoo import ops
+
+        x, weight, mean, rstd = ctx.saved_tensors
+        with dispatch.use(ctx.plugin) if ctx.plugin else contextlib.nullcontext():
+            dx, dw, db = ops.layer_norm_backward(grad_y, x, mean, rstd, ctx.normalized_shape, weight)
+        need = ctx.needs_input_grad
+        return dx if need[0] else None, dw if need[1] else None, db if need[2] else None, None
+
+
+# --- conformance cases (shared with layer_norm_backward) -----------------------------------------
+
+# (id, x shape, normalized_shape, layout, weight, bias, offset): odd N below and above a warp's and a
+# block's share (1, 17, 1023, 4099), rows of 65536 (looped kernels), several normalised dims, no affine,
+# views, empty batches, and an offset (mean ≫ std) that breaks the naive E[x²] − E[x]² variance.
+CaseSpec = tuple[str, tuple[int, ...], tuple[int, ...], str, bool, bool, float]
+
+
+def case_specs() -> list[CaseSpec]:
+    return [
+        ("1x1", (1, 1), (1,), "", True, True, 0.0),
+        ("17x17", (17, 17), (17,), "", True, True, 0.0),
+        ("1023x17", (1023, 17), (17,), "", True, True, 0.0),
+        ("17x1023", (17, 1023), (1023,), "", True, True, 0.0),
+        ("9x4099", (9, 4099), (4099,), "", True, True, 0.0),
+        ("64x256", (64, 256), (256,), "", True, True, 0.0),
+        ("8x4096", (8, 4096), (4096,), "", True, False, 0.0),
+        ("33x8192", (33, 8192), (8192,), "", True, True, 0.0),
+        ("3x65536", (3, 65536), (65536,), "", True, True, 0.0),
+        ("2x50257", (2, 50257), (50257,), "", False, False, 0.0),
+        ("4099x64", (4099, 64), (64,), "", True, True, 0.0),
+        ("no-affine-17x1023", (17, 1023), (1023,), "", False, False, 0.0),
+        ("bias-only-33x100", (33, 100), (100,), "", False, True, 0.0),
+        ("3d-5x7x33-ns2", (5, 7, 33), (7, 33), "", True, True, 0.0),
+        ("3d-4x9x64", (4, 9, 64), (64,), "", True, True, 0.0),
+        ("1d-1023", (1023,), (1023,), "", True, True, 0.0),
+        ("offset-30-17x4099", (17, 4099), (4099,), "", True, True, 30.0),
+        ("offset-30-2x65536", (2, 65536), (65536,), "", True, True, 30.0),
+        ("transposed", (17, 1023), (17,), "transposed", True, True, 0.0),
+        ("row-sliced", (9, 4103), (4100,), "row-sliced", True, True, 0.0),
+        ("sliced", (64, 33), (33,), "sliced", True, True, 0.0),
+        ("empty-0x17", (0, 17), (17,), "", True, True, 0.0),
+        ("empty-0x4099", (0, 4099), (4099,), "", True, True, 0.0),
+        ("nan-inf", (6, 1023), (1023,), "nan", True, True, 0.0),
+    ]
+
+
+def case_tensor(shape: tuple[int, ...], layout: str, device: torch.device, dtype: torch.dtype,
+                g: torch.Generator, offset: float = 0.0) -> torch.Tensor:
+    """A random tensor of ``shape``: contiguous, or a view ('transposed': a .t() of the transposed shape;
+    'row-sliced': rows 4103 apart from an odd start, no copy needed; 'sliced': every other column), or
+    with NaN/inf in some rows ('nan')."""
+    if layout == "transposed":
+        return (randn(tuple(reversed(shape)), "cpu", torch.float32, g) + offset).to(device, dtype).t()
+    if layout == "row-sliced":
+        return (randn((shape[0] + 1, shape[1]), "cpu", torch.float32, g) + offset).to(device, dtype)[1:, 3:]
+    if layout == "sliced":
+        return (randn((shape[0], 2 * shape[1]), "cpu", torch.float32, g) + offset).to(device, dtype)[:, ::2]
+    x = randn(shape, "cpu", torch.float32, g) + offset
+    if layout == "nan":
+        x[0, 5], x[1, 1000], x[2, 0], x[3, 3], x[3, 700] = math.nan, math.inf, -math.inf, math.inf, -math.inf
+    return x.to(device, dtype)
+
+
+def case_inputs(spec: CaseSpec, device: torch.device, dtype: torch.dtype,
+                g: torch.Generator) -> tuple[torch.Tensor, tuple[int, ...], torch.Tensor | None, torch.Tensor | None]:
+    """(x, normalized_shape, weight, bias) of a case."""
+    _, shape, ns, layout, has_weight, has_bias, offset = spec
+    x = case_tensor(shape, layout, device, dtype, g, offset)
+    ns = tuple(x.shape[x.dim() - len(ns):])
+    weight = randn(ns, device, dtype, g) if has_weight else None
+    bias = randn(ns, device, dtype, g) if has_bias else None
+    return x, ns, weight, bias
+
+
+def layer_norm_cases(make: Callable[[CaseSpec], Callable]) -> list[Case]:
+    return [Case(spec[0], make(spec), small=math.prod(spec[1]) <= INTERPRETER_MAX_ELEMENTS) for spec in case_specs()]
+
+
+def _forward_case(spec: CaseSpec) -> Callable:
+    def build(device: torch.device, dtype: torch.dtype, g: torch.Generator) -> tuple[tuple, dict]:
+        x, ns, weight, bias = case_inputs(spec, device, dtype, g)
+        return (x, ns, weight, bias), {}
+    return build
+
+
+def layer_norm_bad_cases(op: str, args: Callable[..., tuple]) -> list[BadCase]:
+    """Arguments both ops must reject; ``args(x, normalized_shape, weight, bias)`` gives the op's own."""
+    x = torch.zeros(4, 5)
+
+    def bad(*a: Any, **kw: Any) -> Callable[[], tuple[tuple, dict]]:
+        return lambda: (args(*a), kw)
+    return [
+        BadCase("int-dtype", bad(torch.zeros(4, 5, dtype=torch.int64), 5, None, None), DTypeError,
+                "x must be float32, float16, bfloat16, got torch.int64"),
+        BadCase("not-a-tensor", bad([[1.0]], 1, None, None), ArgumentError, "x must be a torch.Tensor, got list"),
+        BadCase("shape-mismatch", bad(x, 4, None, None), ArgumentError,
+                "normalized_shape=[4] must equal x's trailing dims; expected x of shape [*, 4], got [4, 5]"),
+        BadCase("shape-too-long", bad(x, (2, 4, 5), None, None), ArgumentError,
+                "normalized_shape=[2, 4, 5] must equal x's trailing dims"),
+        BadCase("shape-empty", bad(x, (), None, None), ArgumentError,
+                "normalized_shape must be an int or a non-empty sequence of ints, got ()"),
+        BadCase("weight-shape", bad(x, 5, torch.ones(4), None), ArgumentError,
+                "weight of shape (4,) must have normalized_shape (5,)"),
+        BadCase("bias-dtype", bad(x, 5, None, torch.ones(5, dtype=torch.float16)), DTypeError,
+                "x is torch.float32 but bias is torch.float16"),
+        BadCase("weight-device", bad(x, 5, torch.ones(5, device="meta"), None), DeviceError,
+                "x is on cpu but weight is on meta"),
+    ]

@@ -1,0 +1,68 @@
+"""layer_norm in raw CUDA, compiled by NVRTC: a row in registers by a warp or a block when THREADS * ITEMS
+holds it (two-pass statistics, exact), else a looped kernel (shifted sums, then a second pass)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from kernelzoo.backends.cuda import I64, CudaImplementation
+from kernelzoo.errors import UnsupportedError
+from kernelzoo.registry import Call
+
+from . import as_rows, stats_shape
+
+_MAX_COLS = 1 << 30  # element offsets within a row are 32-bit, with a tile of headroom
+
+
+def vector_ok(pack: int, n: int, row_strides: tuple[int, ...], rows: int, *tensors: torch.Tensor | None) -> bool:
+    """Whether 16-byte accesses of ``pack`` elements fit: n and every row stride multiples of it (a single
+    row needs no stride), every pointer 16-byte aligned."""
+    return pack > 1 and n % pack == 0 and all(s % pack == 0 or rows == 1 for s in row_strides) and all(
+        t.data_ptr() % 16 == 0 for t in tensors if t is not None)
+
+
+class LayerNormCuda(CudaImplementation):
+    op = "layer_norm"
+    # THREADS: threads per block (the most a row gets); ITEMS: elements per thread, in registers
+    config_space = {"THREADS": [128, 256, 512, 1024], "ITEMS": [1, 2, 4, 8, 16, 32]}
+    # 8192 columns in registers: 16 per thread (4 fp32 or 2 fp16 16-byte loads in flight), blocks of 512
+    default_config = {"THREADS": 512, "ITEMS": 16}
+
+    def run(self, call: Call, config: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        x, shape = call.inputs["x"], call.params["normalized_shape"]
+        n = math.prod(shape)
+        x2d = as_rows(x, n)  # (rows, n), column stride 1
+        rows = x2d.shape[0]
+        if n > _MAX_COLS or rows >= 1 << 31:
+            raise UnsupportedError(f"layer_norm/cuda: rows of up to {_MAX_COLS} elements and fewer than 2^31 rows, "
+                                   f"got {rows} x {n}")
+        y = call.empty((rows, n))
+        mean, rstd = call.empty((rows,), torch.float32), call.empty((rows,), torch.float32)
+        w, b = (t.contiguous() if t is not None else None for t in (call.inputs.get("weight"), call.inputs.get("bias")))
+        if n == 0:
+            mean.fill_(math.nan), rstd.fill_(math.nan)
+        elif rows:
+            self._launch(x2d, w, b, y, mean, rstd, call.params["eps"], config)
+        stats = stats_shape(x, shape)
+        return y.view(x.shape), mean.view(stats), rstd.view(stats)
+
+    def _launch(self, x: torch.Tensor, w: torch.Tensor | None, b: torch.Tensor | None, y: torch.Tensor,
+                mean: torch.Tensor, rstd: torch.Tensor, eps: float, config: dict) -> None:
+        rows, n = x.shape
+        threads, items, stride = config["THREADS"], config["ITEMS"], x.stride(0)
+        pack = min(16 // x.element_size(), items)
+        suffix = "_vec" if vector_ok(pack, n, (stride,), rows, x, y, w, b) else "_scalar"
+        if n <= 32 * items:  # a warp per row, up to THREADS / 32 rows per block
+            rows_per_block = min(threads // 32, rows)
+            self.kernel("ln_fits" + suffix, x.dtype, config)(
+                x, w, b, y, mean, rstd, rows, n, I64(stride), 32, eps,
+                grid=(rows + rows_per_block - 1) // rows_per_block, block=32 * rows_per_block)
+        elif n <= threads * items:  # a block per row, of just enough warps to hold it
+            block = min(threads, ((n + items - 1) // items + 31) // 32 * 32)
+            self.kernel("ln_fits" + suffix, x.dtype, config)(x, w, b, y, mean, rstd, rows, n, I64(stride), block, eps,
+                                                              grid=rows, block=block)
+        else:
+            self.kernel("ln_looped" + suffix, x.dtype, config)(x, w, b, y, mean, rstd, n, I64(stride), eps,
+                                                                grid=rows, block=threads)

@@ -1,0 +1,277 @@
+// layer_norm backward over the rows of (rows, n) matrices of T (float, kz_half or kz_bf16): dy and x with
+// column stride 1, rows dy_stride and x_stride apart; dx contiguous; mean and rstd one float per row; w of n
+// elements or null (no weight). Computes in float. Per row, with x_hat = (x - mean) * rstd, g = dy * w:
+//   dx = rstd * (g - c1 - x_hat * c2),   c1 = mean(g), c2 = mean(g * x_hat)
+// and over the rows dw = sum(dy * x_hat), db = sum(dy), in two stages (deterministic, no atomics): each
+// group of threads adds its rows into registers and writes one float partial row (part_w, part_b: slots x n);
+// lnb_reduce adds the slots in a fixed order.
+//
+// lnb_fits: a row held in registers, ITEMS elements per thread, by one warp (group = 32) or the whole block;
+//   a group takes rows slot, slot + slots, ... (slots = the groups in the grid, about two blocks per SM:
+//   enough 16-byte loads in flight per thread that more occupancy buys nothing, and few partial rows to
+//   reduce — at 8192 x 8192 fp32 with 264 slots, 17 MB against the 805 MB of dy, x and dx).
+// lnb_row_stats + lnb_looped: longer rows. A block per row writes (c1, c2); then a block per slot of
+//   consecutive rows walks the row in tiles, each tile over all its rows, so that the dw, db accumulators
+//   of a tile stay in registers; dy and x are read twice.
+// Each kernel comes as _vec (PACK elements per 16-byte access; the wrapper checks n, the row strides and
+// the pointers) and _scalar.
+#ifndef ITEMS
+#define ITEMS 8
+#endif
+#ifndef THREADS
+#define THREADS 512
+#endif
+
+constexpr int PACK = 16 / (int)sizeof(T) < ITEMS ? 16 / (int)sizeof(T) : ITEMS;
+static_assert(ITEMS % PACK == 0, "ITEMS must be a power of two");
+
+template <int BYTES> struct RawOf;
+template <> struct RawOf<2> { typedef unsigned short type; };
+template <> struct RawOf<4> { typedef unsigned int type; };
+template <> struct RawOf<8> { typedef uint2 type; };
+template <> struct RawOf<16> { typedef uint4 type; };
+
+template <int V> union Pack {  // V elements of T moved as one access of V * sizeof(T) bytes
+  typedef typename RawOf<V * (int)sizeof(T)>::type Raw;
+  Raw raw;
+  T v[V];
+};
+
+// v[0..V) = p[i..i+V) as float, or `fill` when i >= end or p is null (V divides end - i when V > 1).
+template <int V>
+__device__ __forceinline__ void load_pack(const T* __restrict__ p, int i, int end, float* v, float fill) {
+  if (p != nullptr && i < end) {
+    Pack<V> k;
+    k.raw = *reinterpret_cast<const typename Pack<V>::Raw*>(p + i);
+#pragma unroll
+    for (int e = 0; e < V; ++e) v[e] = kz_to_float(k.v[e]);
+  } else {
+#pragma unroll
+    for (int e = 0; e < V; ++e) v[e] = fill;
+  }
+}
+
+template <int V>
+__device__ __forceinline__ void store_pack(T* __restrict__ p, int i, int end, const float* v) {
+  if (i < end) {
+    Pack<V> k;
+#pragma unroll
+    for (int e = 0; e < V; ++e) k.v[e] = kz_from_float<T>(v[e]);
+    *reinterpret_cast<typename Pack<V>::Raw*>(p + i) = k.raw;
+  }
+}
+
+// part[i..i+V) = v[0..V) when i < end (float partial rows; plain stores, consecutive threads adjacent).
+template <int V>
+__device__ __forceinline__ void store_partial(float* __restrict__ part, int i, int end, const float* v) {
+  if (i < end) {
+#pragma unroll
+    for (int e = 0; e < V; ++e) part[i + e] = v[e];
+  }
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// Sums of (a, b) over the block, returned to every thread. red: 33 float2 of shared memory. Calls may
+// follow each other without a barrier between: a call writes red[32] only after its first barrier,
+// which every thread reaches after reading the previous red[32].
+__device__ __forceinline__ float2 block_sum2(float a, float b, float2* red) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  a = warp_sum(a);
+  b = warp_sum(b);
+  if (lane == 0) red[warp] = make_float2(a, b);
+  __syncthreads();
+  if (warp == 0) {
+    const float2 w = lane < (int)(blockDim.x >> 5) ? red[lane] : make_float2(0.0f, 0.0f);
+    const float sa = warp_sum(w.x), sb = warp_sum(w.y);
+    if (lane == 0) red[32] = make_float2(sa, sb);
+  }
+  __syncthreads();
+  return red[32];
+}
+
+// ---- rows held in registers ------------------------------------------------------------------
+
+// Thread `lane` of a group of `group` threads holds ITEMS elements of a row: packs k * group + lane
+// (k < ITEMS / V). group * ITEMS >= n. Slot = the group's index in the grid; it owns partial row `slot`.
+template <int V>
+__device__ __forceinline__ void lnb_fits(const T* __restrict__ dy, const T* __restrict__ x,
+                                         const float* __restrict__ mean, const float* __restrict__ rstd,
+                                         const T* __restrict__ w, T* __restrict__ dx, float* __restrict__ part_w,
+                                         float* __restrict__ part_b, int rows, int n, long long dy_stride,
+                                         long long x_stride, int group) {
+  __shared__ float2 red[33];
+  const int lane = threadIdx.x % group, groups = blockDim.x / group;
+  const long long slot = (long long)blockIdx.x * groups + threadIdx.x / group;
+  const long long slots = (long long)gridDim.x * groups;
+  float wv[ITEMS], aw[ITEMS], ab[ITEMS];
+#pragma unroll
+  for (int k = 0; k < ITEMS / V; ++k) load_pack<V>(w, (k * group + lane) * V, n, wv + k * V, 1.0f);
+#pragma unroll
+  for (int j = 0; j < ITEMS; ++j) aw[j] = ab[j] = 0.0f;
+  // for group = blockDim.x every thread of the block takes the same rows: the barriers below are uniform
+  for (long long row = slot; row < rows; row += slots) {
+    float xv[ITEMS], dv[ITEMS];
+#pragma unroll
+    for (int k = 0; k < ITEMS / V; ++k) {
+      const int i = (k * group + lane) * V;
+      load_pack<V>(x + row * x_stride, i, n, xv + k * V, 0.0f);
+      load_pack<V>(dy + row * dy_stride, i, n, dv + k * V, 0.0f);  // 0 past the row: adds nothing below
+    }
+    const float m = mean[row], rs = rstd[row];
+    float a = 0.0f, c = 0.0f;
+#pragma unroll
+    for (int j = 0; j < ITEMS; ++j) {
+      xv[j] = (xv[j] - m) * rs;  // x_hat
+      const float g = dv[j] * wv[j];
+      a += g;
+      c += g * xv[j];
+    }
+    const float2 s = group == 32 ? make_float2(warp_sum(a), warp_sum(c)) : block_sum2(a, c, red);
+    const float c1 = s.x / n, c2 = s.y / n;
+    float out[ITEMS];
+#pragma unroll
+    for (int j = 0; j < ITEMS; ++j) {
+      out[j] = rs * (dv[j] * wv[j] - c1 - xv[j] * c2);
+      aw[j] += dv[j] * xv[j];
+      ab[j] += dv[j];
+    }
+#pragma unroll
+    for (int k = 0; k < ITEMS / V; ++k) store_pack<V>(dx + row * n, (k * group + lane) * V, n, out + k * V);
+  }
+#pragma unroll
+  for (int k = 0; k < ITEMS / V; ++k) {
+    const int i = (k * group + lane) * V;
+    store_partial<V>(part_w + slot * n, i, n, aw + k * V);
+    store_partial<V>(part_b + slot * n, i, n, ab + k * V);
+  }
+}
+
+// ---- long rows -----------------------------------------------------------------------------------
+
+// One block per row (grid = rows): stats[row] = (c1, c2).
+template <int V>
+__device__ __forceinline__ void lnb_row_stats(const T* __restrict__ dy, const T* __restrict__ x,
+                                              const float* __restrict__ mean, const float* __restrict__ rstd,
+                                              const T* __restrict__ w, float2* __restrict__ stats, int n,
+                                              long long dy_stride, long long x_stride) {
+  __shared__ float2 red[33];
+  const long long row = blockIdx.x;
+  const float m = mean[row], rs = rstd[row];
+  const int tile = blockDim.x * ITEMS;
+  float a = 0.0f, c = 0.0f;
+  for (int base = 0; base < n; base += tile) {
+    float xv[ITEMS], dv[ITEMS], wv[ITEMS];
+#pragma unroll
+    for (int k = 0; k < ITEMS / V; ++k) {
+      const int i = base + (k * (int)blockDim.x + (int)threadIdx.x) * V;
+      load_pack<V>(x + row * x_stride, i, n, xv + k * V, 0.0f);
+      load_pack<V>(dy + row * dy_stride, i, n, dv + k * V, 0.0f);
+      load_pack<V>(w, i, n, wv + k * V, 1.0f);
+    }
+#pragma unroll
+    for (int j = 0; j < ITEMS; ++j) {
+      const float g = dv[j] * wv[j];
+      a += g;
+      c += g * ((xv[j] - m) * rs);
+    }
+  }
+  const float2 s = block_sum2(a, c, red);
+  if (threadIdx.x == 0) stats[row] = make_float2(s.x / n, s.y / n);
+}
+
+// One block per slot of rows [slot * rows_per_slot, + rows_per_slot): each tile of the row over all of them.
+template <int V>
+__device__ __forceinline__ void lnb_looped(const T* __restrict__ dy, const T* __restrict__ x,
+                                           const float* __restrict__ mean, const float* __restrict__ rstd,
+                                           const T* __restrict__ w, const float2* __restrict__ stats,
+                                           T* __restrict__ dx, float* __restrict__ part_w,
+                                           float* __restrict__ part_b, int rows, int n, long long dy_stride,
+                                           long long x_stride, int rows_per_slot) {
+  const long long slot = blockIdx.x;
+  const long long r0 = slot * rows_per_slot;
+  const long long r1 = min((long long)rows, r0 + rows_per_slot);
+  const int tile = blockDim.x * ITEMS;
+  for (int base = 0; base < n; base += tile) {
+    float wv[ITEMS], aw[ITEMS], ab[ITEMS];
+#pragma unroll
+    for (int k = 0; k < ITEMS / V; ++k)
+      load_pack<V>(w, base + (k * (int)blockDim.x + (int)threadIdx.x) * V, n, wv + k * V, 1.0f);
+#pragma unroll
+    for (int j = 0; j < ITEMS; ++j) aw[j] = ab[j] = 0.0f;
+    for (long long row = r0; row < r1; ++row) {
+      float xv[ITEMS], dv[ITEMS];
+#pragma unroll
+      for (int k = 0; k < ITEMS / V; ++k) {
+        const int i = base + (k * (int)blockDim.x + (int)threadIdx.x) * V;
+        load_pack<V>(x + row * x_stride, i, n, xv + k * V, 0.0f);
+        load_pack<V>(dy + row * dy_stride, i, n, dv + k * V, 0.0f);
+      }
+      const float m = mean[row], rs = rstd[row];
+      const float2 c = stats[row];
+      float out[ITEMS];
+#pragma unroll
+      for (int j = 0; j < ITEMS; ++j) {
+        const float xh = (xv[j] - m) * rs;
+        out[j] = rs * (dv[j] * wv[j] - c.x - xh * c.y);
+        aw[j] += dv[j] * xh;
+        ab[j] += dv[j];
+      }
+#pragma unroll
+      for (int k = 0; k < ITEMS / V; ++k)
+        store_pack<V>(dx + row * n, base + (k * (int)blockDim.x + (int)threadIdx.x) * V, n, out + k * V);
+    }
+#pragma unroll
+    for (int k = 0; k < ITEMS / V; ++k) {
+      const int i = base + (k * (int)blockDim.x + (int)threadIdx.x) * V;
+      store_partial<V>(part_w + slot * n, i, n, aw + k * V);
+      store_partial<V>(part_b + slot * n, i, n, ab + k * V);
+    }
+  }
+}
+
+// ---- entry points ------------------------------------------------------------------------------
+
+#define KZ_KERNELS(name, params, args)                                                              \
+  extern "C" __global__ void __launch_bounds__(THREADS) name##_vec params { name<PACK> args; }      \
+  extern "C" __global__ void __launch_bounds__(THREADS) name##_scalar params { name<1> args; }
+
+KZ_KERNELS(lnb_fits,
+           (const T* __restrict__ dy, const T* __restrict__ x, const float* __restrict__ mean,
+            const float* __restrict__ rstd, const T* __restrict__ w, T* __restrict__ dx, float* __restrict__ part_w,
+            float* __restrict__ part_b, int rows, int n, long long dy_stride, long long x_stride, int group),
+           (dy, x, mean, rstd, w, dx, part_w, part_b, rows, n, dy_stride, x_stride, group))
+KZ_KERNELS(lnb_row_stats,
+           (const T* __restrict__ dy, const T* __restrict__ x, const float* __restrict__ mean,
+            const float* __restrict__ rstd, const T* __restrict__ w, float2* __restrict__ stats, int n,
+            long long dy_stride, long long x_stride),
+           (dy, x, mean, rstd, w, stats, n, dy_stride, x_stride))
+KZ_KERNELS(lnb_looped,
+           (const T* __restrict__ dy, const T* __restrict__ x, const float* __restrict__ mean,
+            const float* __restrict__ rstd, const T* __restrict__ w, const float2* __restrict__ stats,
+            T* __restrict__ dx, float* __restrict__ part_w, float* __restrict__ part_b, int rows, int n,
+            long long dy_stride, long long x_stride, int rows_per_slot),
+           (dy, x, mean, rstd, w, stats, dx, part_w, part_b, rows, n, dy_stride, x_stride, rows_per_slot))
+
+// Stage 2: dw[c] = sum over slots of part_w[s][c] (blockIdx.y = 0), db[c] likewise (blockIdx.y = 1).
+// Block (32, 4): 32 adjacent columns (coalesced), 4 threads per column each adding every 4th slot, then
+// thread y = 0 adds the four in order. No sums past n (slots may be 0: the sums of no rows are 0).
+extern "C" __global__ void lnb_reduce(const float* __restrict__ part_w, const float* __restrict__ part_b,
+                                      T* __restrict__ dw, T* __restrict__ db, int slots, int n) {
+  __shared__ float red[4][33];
+  const int col = blockIdx.x * 32 + threadIdx.x;
+  const float* part = blockIdx.y == 0 ? part_w : part_b;
+  float s = 0.0f;
+  if (col < n)
+    for (int k = threadIdx.y; k < slots; k += 4) s += part[(long long)k * n + col];
+  red[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y == 0 && col < n) {
+    const float total = ((red[0][threadIdx.x] + red[1][threadIdx.x]) + red[2][threadIdx.x]) + red[3][threadIdx.x];
+    (blockIdx.y == 0 ? dw : db)[col] = kz_from_float<T>(total);
+  }
+}

@@ -1,0 +1,45 @@
+"""layer_norm_backward in OpenMP C: contiguous row ranges per thread (two passes per row), per-thread partial
+grad_weight / grad_bias rows added in thread order."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+
+from kernelzoo.backends.openmp import OpenMPImplementation, ptr, thread_counts
+from kernelzoo.registry import Call
+
+from . import rows_of
+
+_NONE = torch.empty(0)  # its data pointer is NULL
+
+
+class LayerNormBackwardOpenMP(OpenMPImplementation):
+    op = "layer_norm_backward"
+    cdef = """
+    void layer_norm_bwd(const float *dy, const float *x, const float *mean, const float *rstd, const float *w,
+                        float *dx, float *dw, float *db, long long rows, long long n, long long dy_stride,
+                        long long x_stride, int threads, float *partial, double *acc);
+    """
+    config_space = {"threads": thread_counts()}
+    default_config = {"threads": thread_counts()[-1]}
+
+    @functools.cached_property
+    def _lib(self) -> Any:
+        return self.library()
+
+    def run(self, call: Call, config: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        dy, x, mean, rstd, n = rows_of(call)
+        rows, shape, threads = x.shape[0], call.params["normalized_shape"], config["threads"]
+        dx, dw, db = call.empty((rows, n)), call.empty((n,)), call.empty((n,))
+        if n and not rows:
+            dw.zero_(), db.zero_()  # sums of no rows
+        elif n:
+            w = call.inputs["weight"].contiguous() if "weight" in call.inputs else _NONE
+            partial = torch.empty(2 * threads * n, dtype=torch.float32)
+            acc = torch.empty(2 * threads * n, dtype=torch.float64)
+            self._lib.layer_norm_bwd(ptr(dy), ptr(x), ptr(mean), ptr(rstd), ptr(w), ptr(dx), ptr(dw), ptr(db), rows,
+                                     n, dy.stride(0), x.stride(0), threads, ptr(partial), ptr(acc, "double *"))
+        return dx.view(call.inputs["x"].shape), dw.view(shape), db.view(shape)

@@ -1,0 +1,25 @@
+"""mean(x, dim=None, keepdim=False): the mean over any dims (torch.mean semantics), accumulated in
+float32, returned in x's dtype; NaN over zero elements, as in torch.
+
+It is the op sum with the float32 total scaled by 1/reduced before rounding, and shares sum's plan,
+shapes, cases and kernels (each plugin here subclasses sum's); see plugins/sum for both. Its gradient
+is the output gradient over reduced, expanded back: no kernel.
+"""
+
+from __future__ import annotations
+
+import math
+
+from kernelzoo_plugins.sum import Sum
+
+from kernelzoo.registry import Call
+
+
+class Mean(Sum):
+    """mean(x, dim=None, keepdim=False): Σ over ``dim`` / the elements summed, in float32, in x's dtype."""
+
+    name = "mean"
+
+    def scale(self, call: Call) -> float:
+        reduced = self.plan(call).reduced
+        return 1.0 / reduced if reduced else math.inf  # 0 · inf = NaN: torch's mean of nothing

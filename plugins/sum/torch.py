@@ -1,0 +1,17 @@
+"""torch.sum: the baseline (float16 / bfloat16 accumulate in float32 inside it)."""
+
+from __future__ import annotations
+
+import torch
+
+from kernelzoo.registry import FLOATS, Call, Implementation
+
+
+class SumTorch(Implementation):
+    op = "sum"
+    plugin = "torch"
+    dtypes = {"cpu": FLOATS, "cuda": FLOATS}
+
+    def run(self, call: Call, config: dict) -> torch.Tensor:
+        x, dim, keepdim = call.inputs["x"], call.params["dim"], call.params["keepdim"]
+        return torch.sum(x, dim, keepdim) if dim else x.clone()
