@@ -1,0 +1,78 @@
+"""conv2d in raw CUDA: an implicit GEMM on the shared GEMM core (tensor cores for fp16/bf16, mma.sync
+m16n8k16 fed by ldmatrix; SIMT float32), im2col gathered on the fly, output written NCHW with the bias.
+
+The GEMM reads a channels-last copy of x whose channels are zero-padded to a multiple of 16 bytes
+(transpose_pad, one pass over x; none when x already is channels-last with such a channel count), and
+the weight as K×R×S×Cp, so that every operand load is a 16-byte cp.async. A 1×1 convolution with
+stride 1 and no padding skips the copy: a plain GEMM per image on NCHW. ConvCudaImplementation is the
+base of conv2d's and conv2d_backward's cuda plugins: those layout copies.
+"""
+
+from __future__ import annotations
+
+import torch
+from kernelzoo_plugins.linear.cuda import MAX_GRID_Z, GemmCudaImplementation, aligned
+
+from kernelzoo.errors import UnsupportedError
+from kernelzoo.registry import Call
+
+from . import batched, conv_shape, output_shape
+
+
+def round_up(n: int, to: int) -> int:
+    return -(-n // to) * to
+
+
+class ConvCudaImplementation(GemmCudaImplementation):
+    """A cuda plugin whose source includes conv.cuh: channels-last, channel-padded copies by transpose_pad."""
+
+    # BM = 64 wastes no rows on ResNet's channel counts (64, 128, 256); BN = 128 pixels keeps the grid of
+    # the 3×3 convolutions at ~3 waves of 132×3 blocks (100352 pixels at 56×56: 784 blocks). 4 warps of
+    # 32×64, 60 KiB of shared memory at fp16: three blocks an SM.
+    default_config = {"BM": 64, "BN": 128, "BK": 32, "WM": 32, "WN": 64, "STAGES": 4}
+
+    def transpose_pad(self, call: Call, config: dict, t: torch.Tensor, rows_p: int) -> torch.Tensor:
+        """(B, rows, cols) -> a new (B, cols, rows_p) tensor: each matrix transposed, rows past t's zeros."""
+        t = t.contiguous()
+        batch, rows, cols = t.shape
+        if batch > MAX_GRID_Z:
+            raise UnsupportedError(f"{self.key}: a batch of {batch} exceeds the grid's {MAX_GRID_Z} on axis z")
+        out = torch.empty((batch, cols, rows_p), dtype=t.dtype, device=t.device)
+        tile = 64 if t.element_size() == 2 else 32  # TRANSPOSE_TILE in conv.cuh
+        self.kernel("transpose_pad", call.dtype, config)(t, out, rows, cols, rows_p, block=(32, 8),
+                                                         grid=(-(-cols // tile), -(-rows_p // tile), batch))
+        return out
+
+    def channels_last(self, call: Call, config: dict, x: torch.Tensor, cp: int) -> torch.Tensor:
+        """(N, C, H, W) -> (N, H, W, Cp) contiguous, channels past C zero; x's own memory where it is that."""
+        n, c, h, w = x.shape
+        nhwc = x.permute(0, 2, 3, 1)
+        if c == cp and nhwc.is_contiguous() and aligned(nhwc):
+            return nhwc
+        return self.transpose_pad(call, config, x.reshape(n, c, h * w), cp).view(n, h, w, cp)
+
+
+class Conv2dCuda(ConvCudaImplementation):
+    op = "conv2d"
+
+    def run(self, call: Call, config: dict) -> torch.Tensor:
+        cs, out = conv_shape(call), call.empty(output_shape(call))
+        if out.numel() == 0:
+            return out
+        x, w, bias = batched(call.inputs["x"]), call.inputs["weight"], call.inputs.get("bias")
+        bias = bias.contiguous() if bias is not None else None
+        vec = self.vec(call.dtype)
+        if (cs.r, cs.s, cs.stride, cs.padding) == (1, 1, (1, 1), (0, 0)):
+            x, w2, hw = x.contiguous(), w.reshape(cs.k, cs.c).contiguous(), cs.h * cs.w
+            kind = "aligned" if cs.c % vec == 0 and hw % vec == 0 and aligned(x, w2) else "guarded"
+            self.launch_gemm(call, f"conv2d_1x1_{kind}", config, True, False, (w2, x, out, bias, cs.k, hw, cs.c),
+                             self.tiles(cs.k, hw, config), batch=cs.n)
+            return out
+        cp = round_up(cs.c, vec)
+        x_t = self.channels_last(call, config, x, cp)  # (N, H, W, Cp)
+        w_t = self.transpose_pad(call, config, w.reshape(cs.k, cs.c, cs.r * cs.s), cp)  # (K, R·S, Cp)
+        q = cs.n * cs.oh * cs.ow
+        self.launch_gemm(call, "conv2d_forward", config, True, True,
+                         (w_t, x_t, out, bias, cs.k, q, cp, cs.h, cs.w, cs.oh, cs.ow, cs.r, cs.s, *cs.stride,
+                          *cs.padding, *cs.dilation), self.tiles(cs.k, q, config))
+        return out

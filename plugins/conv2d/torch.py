@@ -1,0 +1,41 @@
+"""torch.nn.functional.conv2d (cuDNN on the GPU, oneDNN on the CPU): the baseline.
+
+float32 on the GPU runs with cuDNN's TF32 off (torch allows it for convolutions by default), so that
+it computes float32 products as the op asks and the other plugins do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import torch
+
+from kernelzoo.registry import FLOATS, Call, Implementation
+
+
+@contextlib.contextmanager
+def ieee_float32(call: Call) -> Iterator[None]:
+    """cuDNN without TF32 inside the block, for a float32 call on the GPU."""
+    if call.device.type != "cuda" or call.dtype != torch.float32:
+        yield
+        return
+    before = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.allow_tf32 = before
+
+
+class Conv2dTorch(Implementation):
+    op = "conv2d"
+    plugin = "torch"
+    # not bfloat16 on the CPU: oneDNN's bf16 convolution turns ±inf inputs into NaN where the sum is ±inf
+    # (33 of 256 outputs in the nan-inf case)
+    dtypes = {"cpu": (torch.float32, torch.float16), "cuda": FLOATS}
+
+    def run(self, call: Call, config: dict) -> torch.Tensor:
+        i = call.inputs
+        with ieee_float32(call):
+            return torch.nn.functional.conv2d(i["x"], i["weight"], i.get("bias"), **call.params)

@@ -1,0 +1,96 @@
+"""conv2d's gradients in Triton, all as tl.dot implicit GEMMs:
+
+- grad_x: conv2d's kernel with TRANSPOSED (rows are input pixels, the source the output gradient at
+  oh = (ih + ph − r·dh) / sh where exact, the weight read R×S×K×C);
+- grad_weight: per tap (r, s) a K×C tile summed over a range of output pixels (wgrad_kernel), float32
+  partials per pixel split, then the splits added in order (linear_backward's channel_sums);
+- grad_bias: channel_sums of the output gradient. Deterministic: no atomics anywhere.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+from kernelzoo_plugins.conv2d import ConvShape, batched, conv_shape
+from kernelzoo_plugins.conv2d.triton import ConvTritonImplementation, conv
+from kernelzoo_plugins.linear.triton import check_fits
+from kernelzoo_plugins.linear_backward.triton import channel_sums
+
+from kernelzoo.registry import Call
+
+from . import gradient_shapes
+
+TARGET_PROGRAMS = 528  # 4 programs per SM of an H100: grad_weight splits its pixels until it has these
+
+
+@triton.jit
+def wgrad_kernel(g_ptr, x_ptr, ws_ptr, NPIX, C, H, W, K, OH, OW, S, RS, sh, sw, ph, pw, dh, dw,
+                 sgn, sgk, sgh, sgw, sxn, sxc, sxh, sxw, per_split,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PRECISION: tl.constexpr):
+    # ws[split, k, c, r, s] = Σ over the split's output pixels (n, oh, ow) of g[n, k, oh, ow] · x[n, c, ih, iw],
+    # ih = oh·sh − ph + r·dh, iw = ow·sw − pw + s·dw (zero outside x); program axis 1 is the tap r·S + s
+    tiles_n = tl.cdiv(C, BLOCK_N)
+    pid_m = tl.program_id(0) // tiles_n
+    pid_n = tl.program_id(0) % tiles_n
+    rs = tl.program_id(1)
+    split = tl.program_id(2)
+    r = rs // S
+    s = rs % S
+    ks = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    cs = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    p_begin = split * per_split
+    p_end = tl.minimum(NPIX, p_begin + per_split)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for p0 in range(p_begin, p_end, BLOCK_K):
+        pix = p0 + tl.arange(0, BLOCK_K)
+        ok = pix < p_end
+        n = (pix // (OH * OW)).to(tl.int64)
+        oh = pix % (OH * OW) // OW
+        ow = pix % OW
+        ih = oh * sh - ph + r * dh
+        iw = ow * sw - pw + s * dw
+        x_ok = ok & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+        a = tl.load(g_ptr + (n * sgn + oh * sgh + ow * sgw)[None, :] + ks[:, None] * sgk,
+                    mask=(ks[:, None] < K) & ok[None, :], other=0.0)
+        b = tl.load(x_ptr + (n * sxn + ih * sxh + iw * sxw)[:, None] + cs[None, :] * sxc,
+                    mask=x_ok[:, None] & (cs[None, :] < C), other=0.0)
+        acc = tl.dot(a, b, acc, input_precision=PRECISION)
+    out = ws_ptr + ((split * K + ks[:, None]).to(tl.int64) * C + cs[None, :]) * RS + rs
+    tl.store(out, acc, mask=(ks[:, None] < K) & (cs[None, :] < C))
+
+
+class Conv2dBackwardTriton(ConvTritonImplementation):
+    op = "conv2d_backward"
+
+    def run(self, call: Call, config: dict) -> tuple[torch.Tensor, ...]:
+        cs = conv_shape(call)
+        outs = tuple(call.empty(shape) for shape in gradient_shapes(call))
+        g, x, w = batched(call.inputs["grad_out"]), batched(call.inputs["x"]), call.inputs["weight"]
+        if outs[0].numel():
+            w_t = w.permute(2, 3, 0, 1).contiguous()  # (R, S, K, C): the reduction runs over K
+            conv(g, w_t, None, batched(outs[0]), (cs.r, cs.s, cs.stride, cs.padding, cs.dilation), True, config)
+        self.grad_weight(g, x, outs[1], cs, config)
+        if call.params["bias"]:
+            channel_sums(g.reshape(cs.n, cs.k, cs.oh * cs.ow), outs[2])
+        return outs
+
+    @staticmethod
+    def grad_weight(g: torch.Tensor, x: torch.Tensor, gw: torch.Tensor, cs: ConvShape, config: dict) -> None:
+        """gw (K, C, R, S) from g (N, K, OH, OW) and x (N, C, H, W): wgrad_kernel, then its splits summed."""
+        n, c, h, wd, k, r, s, oh, ow = cs.n, cs.c, cs.h, cs.w, cs.k, cs.r, cs.s, cs.oh, cs.ow
+        (sh, sw), (ph, pw), (dh, dw) = cs.stride, cs.padding, cs.dilation
+        if x.is_cuda:
+            check_fits(x.element_size(), config)
+        if config["channels_last"]:
+            x = x.contiguous(memory_format=torch.channels_last)
+        bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
+        npix, tiles = n * oh * ow, triton.cdiv(k, bm) * triton.cdiv(c, bn)
+        splits = max(1, min(triton.cdiv(TARGET_PROGRAMS, tiles * r * s), triton.cdiv(npix, 4 * bk)))
+        per_split = triton.cdiv(max(npix, 1), splits)
+        ws = torch.empty((splits, k * c * r * s), dtype=torch.float32, device=x.device)
+        wgrad_kernel[(tiles, r * s, splits)](
+            g, x, ws, npix, c, h, wd, k, oh, ow, s, r * s, sh, sw, ph, pw, dh, dw, *g.stride(), *x.stride(),
+            per_split, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, PRECISION="ieee" if x.dtype == torch.float32 else "tf32",
+            num_warps=config["num_warps"], num_stages=config["num_stages"])
+        channel_sums(ws.t().unsqueeze(0), gw.view(-1))  # the splits of each element, in order

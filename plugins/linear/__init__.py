@@ -1,0 +1,257 @@
+"""linear(x, weight, bias=None): y = x·weightᵀ + bias over the last dim of x (torch.nn.functional.linear).
+
+x (..., K) with any leading dims (a K-vector too: y is then an N-vector), weight (N, K) (2-D: torch's
+1-D weight is not taken), bias (N,) or None; y (..., N). Products accumulate in float32 and the bias
+is added to the float32 sum before the one rounding to the output dtype (fused into the epilogue).
+``kernelzoo.ops.linear`` records a backward through the op linear_backward when an input requires grad.
+
+Shapes for tuning and benchmarks: (M, K, N) = tokens × in_features × out_features with a bias:
+(8192, 4096, 4096) is "8192x4096x4096" (x 8192×4096, weight 4096×4096); ``example`` takes bias=False.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from kernelzoo import dispatch
+from kernelzoo.errors import ArgumentError, DeviceError, DTypeError
+from kernelzoo.registry import BadCase, Call, Case, Op, check_same, check_tensor, randn
+from kernelzoo.tolerance import Mismatch, Tolerance, check_close, tolerance_for
+
+FP32_UNIT_ROUNDOFF = 2.0**-24
+
+
+def shape_text(t: torch.Tensor) -> str:
+    return "x".join(map(str, t.shape)) or "scalar"
+
+
+def reduction_tolerance(dtype: torch.dtype, k: int) -> Tolerance:
+    """The tolerance of an output that sums ``k`` products of unit-normal inputs in float32.
+
+    plugins/matmul derives it: sequential float32 summation leaves an absolute error of up to ~3·u·k
+    (u = 2^-24; measured 2.7·u·k), so the atol grows by 6·u·k; tensor cores (fp16/bf16) truncate
+    instead of rounding, which adds ~u·k·sqrt(k)/8, covered by u·k·sqrt(k)/4 more. The rtol is the
+    table's: the output's own rounding. Every plugin here reduces in float32 in some blocked order.
+    """
+    base = tolerance_for(dtype)
+    growth = 6.0 if dtype == torch.float32 else 6.0 + math.sqrt(k) / 4
+    return Tolerance(base.rtol, base.atol + growth * FP32_UNIT_ROUNDOFF * k)
+
+
+def verify_each(call: Call, outputs: Any, reference: Any, names: Sequence[str],
+                tolerances: Sequence[Tolerance]) -> Mismatch | None:
+    """Op.verify for ops whose outputs reduce over different lengths: one tolerance per output."""
+    outs = outputs if isinstance(outputs, tuple) else (outputs,)
+    refs = reference if isinstance(reference, tuple) else (reference,)
+    if len(outs) != len(refs):
+        return Mismatch(f"{len(outs)} outputs, expected {len(refs)} ({', '.join(names)})")
+    for name, out, ref, tol in zip(names, outs, refs, tolerances):
+        if out.device != call.device:
+            return Mismatch(f"{name} is on {out.device}, expected {call.device}")
+        mismatch = check_close(out, ref, tol)
+        if mismatch is not None:
+            return Mismatch(f"{name}: {mismatch}")
+    return None
+
+
+def check_linear(op: str, x: Any, weight: Any) -> None:
+    """The checks linear and linear_backward share: float tensors that chain."""
+    check_tensor(op, "x", x)
+    check_tensor(op, "weight", weight)
+    if weight.dim() != 2:
+        raise ArgumentError(f"{op}: weight must be 2-D (out_features × in_features), got {weight.dim()}-D "
+                            f"of shape {shape_text(weight)}")
+    if x.dim() < 1:
+        raise ArgumentError(f"{op}: x must have at least 1 dim (..., in_features), got a 0-D tensor")
+    check_same(op, x=x, weight=weight)
+    if x.shape[-1] != weight.shape[1]:
+        raise ArgumentError(f"{op}: x of shape {shape_text(x)} and weight of shape {shape_text(weight)} do not "
+                            f"chain: x's last dim {x.shape[-1]} != weight's in_features {weight.shape[1]}")
+
+
+def rows(x: torch.Tensor) -> torch.Tensor:
+    """x as an (M, K) matrix: its leading dims flattened (a view where the strides allow)."""
+    return x.reshape(math.prod(x.shape[:-1]), x.shape[-1])
+
+
+class Linear(Op):
+    """linear(x, weight, bias=None): x·weightᵀ + bias over x's last dim, float32 accumulation."""
+
+    name = "linear"
+    # (M, K, N): tokens × in_features × out_features; every GPU one moves more than the 50 MB L2
+    shapes = {
+        "cuda": [(8192, 4096, 4096), (8192, 4096, 14336), (8192, 14336, 4096), (16384, 1024, 4096),
+                 (4096, 4096, 1024), (32768, 768, 3072)],
+        "cpu": [(1024, 1024, 1024), (4096, 512, 512), (256, 2048, 2048)],
+    }
+
+    def check(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> Call:
+        check_linear(self.name, x, weight)
+        inputs = {"x": x, "weight": weight}
+        if bias is not None:
+            check_tensor(self.name, "bias", bias)
+            check_same(self.name, x=x, bias=bias)
+            if tuple(bias.shape) != (weight.shape[0],):
+                raise ArgumentError(f"{self.name}: bias must have shape ({weight.shape[0]},) (out_features), "
+                                    f"got {shape_text(bias)}")
+            inputs["bias"] = bias
+        return Call(self, inputs)
+
+    def reference(self, call: Call) -> torch.Tensor:
+        i = call.inputs
+        bias = i.get("bias")
+        return torch.nn.functional.linear(i["x"].double(), i["weight"].double(),
+                                          None if bias is None else bias.double())
+
+    def example(self, shape: Sequence[int], dtype: torch.dtype, device: torch.device | str,
+                generator: torch.Generator | None = None, bias: bool = True) -> Call:
+        m, k, n = shape
+        return self.check(randn((m, k), device, dtype, generator), randn((n, k), device, dtype, generator),
+                          randn((n,), device, dtype, generator) if bias else None)
+
+    def sizes(self, call: Call) -> dict[str, int]:
+        x, w = call.inputs["x"], call.inputs["weight"]
+        return {"m": math.prod(x.shape[:-1]), "k": w.shape[1], "n": w.shape[0]}
+
+    def flops(self, call: Call) -> float:
+        s = self.sizes(call)
+        return 2.0 * s["m"] * s["n"] * s["k"] + (s["m"] * s["n"] if "bias" in call.inputs else 0)
+
+    def bytes(self, call: Call) -> float:
+        s = self.sizes(call)
+        n = s["m"] * s["k"] + s["n"] * s["k"] + s["m"] * s["n"] + (s["n"] if "bias" in call.inputs else 0)
+        return float(n * call.inputs["x"].element_size())
+
+    def tolerance(self, call: Call) -> Tolerance:
+        return reduction_tolerance(call.dtype, call.inputs["weight"].shape[1] + 1)  # K products and the bias
+
+    def cases(self) -> list[Case]:
+        return [Case(case_id, make, small) for case_id, make, small in _cases()]
+
+    def bad_cases(self) -> list[BadCase]:
+        def args(x: Sequence[int], w: Sequence[int], b: Sequence[int] | None = None, **kw: Any) -> Callable:
+            return lambda: ((torch.ones(x, **kw), torch.ones(w), None if b is None else torch.ones(b)), {})
+        return [
+            BadCase("in-features-mismatch", args((3, 4), (5, 6)), ArgumentError,
+                    "x of shape 3x4 and weight of shape 5x6 do not chain: x's last dim 4 != weight's in_features 6"),
+            BadCase("weight-1d", args((3, 4), (4,)), ArgumentError, "weight must be 2-D (out_features × in_features)"),
+            BadCase("weight-3d", args((3, 4), (2, 5, 4)), ArgumentError, "got 3-D of shape 2x5x4"),
+            BadCase("x-0d", args((), (5, 1)), ArgumentError, "x must have at least 1 dim"),
+            BadCase("bias-shape", args((3, 4), (5, 4), (4,)), ArgumentError,
+                    "bias must have shape (5,) (out_features), got 4"),
+            BadCase("bias-2d", args((3, 4), (5, 4), (1, 5)), ArgumentError, "bias must have shape (5,)"),
+            BadCase("dtype-mismatch", args((3, 4), (5, 4), dtype=torch.float16), DTypeError,
+                    "x is torch.float16 but weight is torch.float32"),
+            BadCase("bias-dtype", lambda: ((torch.ones(3, 4), torch.ones(5, 4), torch.ones(5, dtype=torch.float64)),
+                                           {}), DTypeError,
+                    "bias must be float32, float16, bfloat16, got torch.float64"),
+            BadCase("int-dtype", lambda: ((torch.ones(3, 4, dtype=torch.int64), torch.ones(5, 4)), {}), DTypeError,
+                    "x must be float32, float16, bfloat16, got torch.int64"),
+            BadCase("not-a-tensor", lambda: (([[1.0]], torch.ones(1, 1)), {}), ArgumentError,
+                    "x must be a torch.Tensor, got list"),
+            BadCase("device-mismatch", lambda: ((torch.ones(3, 4, device="meta"), torch.ones(5, 4)), {}),
+                    DeviceError, "x is on meta but weight is on cpu"),
+        ]
+
+    # --- autograd ----------------------------------------------------------------------------
+    def needs_autograd(self, call: Call) -> bool:
+        return torch.is_grad_enabled() and any(t.requires_grad for t in call.inputs.values())
+
+    def autograd(self, call: Call) -> torch.Tensor:
+        i = call.inputs
+        return _LinearFunction.apply(i["x"], i["weight"], i.get("bias"), call)
+
+
+class _LinearFunction(torch.autograd.Function):
+    """y = linear(x, weight, bias); its backward is the op linear_backward, run by the plugin forced for
+    the forward, if any (``kernelzoo.use`` does not reach autograd's worker threads by itself)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, call: Call) -> torch.Tensor:
+        inputs = {k: v.detach() for k, v in call.inputs.items()}
+        y = dispatch.run_call(call.op, Call(call.op, inputs, dict(call.params)))
+        ctx.save_for_backward(x, weight)
+        ctx.has_bias = bias is not None
+        ctx.plugin = dispatch.forced_plugin()
+        return y
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx: Any, dy: torch.Tensor) -> tuple:
+        from kernelzoo import ops
+
+        x, weight = ctx.saved_tensors
+        with dispatch.use(ctx.plugin) if ctx.plugin else contextlib.nullcontext():
+            grads = ops.linear_backward(dy, x, weight, bias=ctx.has_bias)
+        return grads[0], grads[1], grads[2] if ctx.has_bias else None, None
+
+
+# --- conformance cases -------------------------------------------------------------------------
+
+Maker = Callable[[torch.device, torch.dtype, torch.Generator], tuple[tuple, dict]]
+
+
+def linear_inputs(m: int, k: int, n: int, layout: str, device: torch.device, dtype: torch.dtype,
+                  g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """x (M×K, or per layout) and weight (N×K): "plain", "transposed-x", "transposed-w", "sliced",
+    "expanded" (x repeats one row through a stride-0 dim), "3d" (x 2×(M/2)×K), "vector" (x a K-vector),
+    "offset" (contiguous views one element into their storage: 2- or 4-byte aligned pointers)."""
+    def r(*shape: int) -> torch.Tensor:
+        return randn(shape, device, dtype, g)
+    if layout == "transposed-x":
+        return r(k, m).t(), r(n, k)
+    if layout == "transposed-w":
+        return r(m, k), r(k, n).t()
+    if layout == "sliced":
+        return r(2 * m, k + 3)[::2, 1:-2], r(n, 2 * k)[:, ::2]
+    if layout == "expanded":
+        return r(1, k).expand(m, k), r(n, k)
+    if layout == "3d":
+        return r(2, m // 2, k), r(n, k)
+    if layout == "vector":
+        return r(k), r(n, k)
+    if layout == "offset":
+        return r(m * k + 1)[1:].view(m, k), r(n * k + 1)[1:].view(n, k)
+    return r(m, k), r(n, k)
+
+
+def _case(m: int, k: int, n: int, layout: str = "plain", bias: bool = True, nan_inf: bool = False) -> Maker:
+    def make(device: torch.device, dtype: torch.dtype, g: torch.Generator) -> tuple[tuple, dict]:
+        x, w = linear_inputs(m, k, n, layout, device, dtype, g)
+        if nan_inf:  # rows of x meet them: those outputs turn NaN or ±inf, the rest stay finite
+            x = x.clone()
+            x[3, 5], x[7, 2], x[11, 30] = float("nan"), float("inf"), float("-inf")
+        b = randn((n,), device, dtype, g) if bias else None
+        return (x, w, b), {}
+    return make
+
+
+def _cases() -> list[tuple[str, Maker, bool]]:
+    # ids read M x K x N (tokens, in, out); sizes avoid block multiples except the "aligned" ones
+    # (K, N multiples of 8: the 16-byte paths of the compiled kernels)
+    return [
+        ("1x1x1", _case(1, 1, 1), True),
+        ("17x33x65", _case(17, 33, 65), True),
+        ("nobias-17x33x65", _case(17, 33, 65, bias=False), True),
+        ("65x1x17", _case(65, 1, 17), True),
+        ("vector-x-1x33x17", _case(1, 33, 17, "vector"), True),
+        ("3d-x-2x9x33x17", _case(18, 33, 17, "3d"), True),
+        ("k0-17x0x5", _case(17, 0, 5), True),
+        ("m0-0x33x17", _case(0, 33, 17), True),
+        ("n0-17x33x0", _case(17, 33, 0), True),
+        ("transposed-x-33x47x65", _case(33, 47, 65, "transposed-x"), True),
+        ("transposed-w-33x47x65", _case(33, 47, 65, "transposed-w"), True),
+        ("sliced-31x37x29", _case(31, 37, 29, "sliced"), True),
+        ("expanded-x-33x17x19", _case(33, 17, 19, "expanded"), True),
+        ("offset-aligned-24x40x72", _case(24, 40, 72, "offset"), True),
+        ("nan-inf-40x33x65", _case(40, 33, 65, nan_inf=True), True),
+        ("aligned-72x64x136", _case(72, 64, 136), True),
+        ("aligned-nobias-40x128x72", _case(40, 128, 72, bias=False), True),
+        ("aligned-264x1024x200", _case(264, 1024, 200), False),
+        ("odd-257x129x1025", _case(257, 129, 1025), False),
+    ]

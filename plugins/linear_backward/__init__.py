@@ -1,0 +1,162 @@
+"""linear_backward(grad_out, x, weight, bias=False) -> (grad_x, grad_weight[, grad_bias]): the gradients of
+the op linear for the output gradient grad_out (see linear's spec for the semantics).
+
+    grad_x = grad_out·weight          (x's shape)
+    grad_weight = grad_outᵀ·x         (N×K: products summed over every leading dim of x)
+    grad_bias = Σ grad_out            (N: summed over the leading dims; only when bias is True)
+
+grad_out has x's leading dims and out_features last. Every reduction accumulates in float32, in a fixed
+order (no atomics): the same inputs give the same bits. Shapes (M, K, N) as linear's; the flag "bias"
+marks calls that also return grad_bias (``example`` takes bias=False).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from kernelzoo_plugins.linear import check_linear, linear_inputs, reduction_tolerance, rows, shape_text, verify_each
+
+from kernelzoo.errors import ArgumentError, DeviceError, DTypeError
+from kernelzoo.registry import BadCase, Call, Case, Op, check_same, check_tensor, randn
+from kernelzoo.tolerance import Mismatch, Tolerance
+
+GRADIENT_NAMES = ("grad_x", "grad_weight", "grad_bias")
+
+
+def gradient_shapes(call: Call) -> list[tuple[int, ...]]:
+    """Shapes of the outputs: grad_x, grad_weight and, with bias, grad_bias."""
+    x, w = call.inputs["x"], call.inputs["weight"]
+    shapes = [tuple(x.shape), tuple(w.shape)]
+    return [*shapes, (w.shape[0],)] if call.params["bias"] else shapes
+
+
+class LinearBackward(Op):
+    """linear_backward(grad_out, x, weight, bias=False) -> (grad_x, grad_weight[, grad_bias])."""
+
+    name = "linear_backward"
+    shapes = {
+        "cuda": [(8192, 4096, 4096), (8192, 4096, 14336), (8192, 14336, 4096), (16384, 1024, 4096),
+                 (4096, 4096, 1024), (32768, 768, 3072)],
+        "cpu": [(1024, 1024, 1024), (4096, 512, 512), (256, 2048, 2048)],
+    }
+
+    def check(self, grad_out: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, bias: bool = False) -> Call:
+        check_linear(self.name, x, weight)
+        check_tensor(self.name, "grad_out", grad_out)
+        check_same(self.name, grad_out=grad_out, x=x)
+        expected = (*x.shape[:-1], weight.shape[0])
+        if tuple(grad_out.shape) != expected:
+            raise ArgumentError(f"{self.name}: grad_out of shape {shape_text(grad_out)} must be x's leading dims "
+                                f"and out_features: {'x'.join(map(str, expected))}")
+        if not isinstance(bias, bool):
+            raise ArgumentError(f"{self.name}: bias must be a bool (whether the forward had one), "
+                                f"got {type(bias).__name__}")
+        return Call(self, {"grad_out": grad_out, "x": x, "weight": weight}, {"bias": bias})
+
+    def reference(self, call: Call) -> tuple[torch.Tensor, ...]:
+        g, x, w = (call.inputs[k].double() for k in ("grad_out", "x", "weight"))
+        g2 = rows(g)
+        grads = ((g2 @ w).view(x.shape), g2.t() @ rows(x))
+        return (*grads, g2.sum(0)) if call.params["bias"] else grads
+
+    def example(self, shape: Sequence[int], dtype: torch.dtype, device: torch.device | str,
+                generator: torch.Generator | None = None, bias: bool = False) -> Call:
+        m, k, n = shape
+        return self.check(randn((m, n), device, dtype, generator), randn((m, k), device, dtype, generator),
+                          randn((n, k), device, dtype, generator), bias=bias)
+
+    def sizes(self, call: Call) -> dict[str, int]:
+        x, w = call.inputs["x"], call.inputs["weight"]
+        return {"m": math.prod(x.shape[:-1]), "k": w.shape[1], "n": w.shape[0]}
+
+    def flags(self, call: Call) -> str:
+        return "bias" if call.params["bias"] else ""
+
+    def flops(self, call: Call) -> float:
+        s = self.sizes(call)
+        return 4.0 * s["m"] * s["n"] * s["k"] + (s["m"] * s["n"] if call.params["bias"] else 0)
+
+    def bytes(self, call: Call) -> float:
+        s = self.sizes(call)  # grad_out, x, weight read; grad_x, grad_weight (and grad_bias) written
+        n = s["m"] * s["n"] + 2 * s["m"] * s["k"] + 2 * s["n"] * s["k"] + (s["n"] if call.params["bias"] else 0)
+        return float(n * call.inputs["x"].element_size())
+
+    def tolerance(self, call: Call) -> Tolerance:
+        return reduction_tolerance(call.dtype, max(self.sizes(call).values()))  # the loosest; verify is per output
+
+    def verify(self, call: Call, outputs: Any, reference: Any) -> Mismatch | None:
+        s = self.sizes(call)  # grad_x sums over N; grad_weight and grad_bias over the M tokens
+        tolerances = [reduction_tolerance(call.dtype, n) for n in (s["n"], s["m"], s["m"])]
+        return verify_each(call, outputs, reference, GRADIENT_NAMES, tolerances)
+
+    def cases(self) -> list[Case]:
+        return [Case(case_id, make, small) for case_id, make, small in _cases()]
+
+    def bad_cases(self) -> list[BadCase]:
+        def args(g: Sequence[int], x: Sequence[int], w: Sequence[int], **kw: Any) -> Callable:
+            return lambda: ((torch.ones(g), torch.ones(x), torch.ones(w)), kw)
+        return [
+            BadCase("grad-out-shape", args((3, 4), (3, 6), (5, 6)), ArgumentError,
+                    "grad_out of shape 3x4 must be x's leading dims and out_features: 3x5"),
+            BadCase("grad-out-rank", args((5,), (3, 6), (5, 6)), ArgumentError, "grad_out of shape 5 must be"),
+            BadCase("in-features-mismatch", args((3, 5), (3, 4), (5, 6)), ArgumentError, "do not chain"),
+            BadCase("weight-1d", args((3, 5), (3, 4), (4,)), ArgumentError, "weight must be 2-D"),
+            BadCase("bias-not-bool", args((3, 5), (3, 4), (5, 4), bias=None), ArgumentError,
+                    "bias must be a bool (whether the forward had one), got NoneType"),
+            BadCase("dtype-mismatch", lambda: ((torch.ones(3, 5, dtype=torch.float16), torch.ones(3, 4),
+                                                torch.ones(5, 4)), {}), DTypeError,
+                    "grad_out is torch.float16 but x is torch.float32"),
+            BadCase("device-mismatch", lambda: ((torch.ones(3, 5, device="meta"), torch.ones(3, 4),
+                                                 torch.ones(5, 4)), {}), DeviceError,
+                    "grad_out is on meta but x is on cpu"),
+            BadCase("not-a-tensor", lambda: (([[1.0]], torch.ones(1, 1), torch.ones(1, 1)), {}), ArgumentError,
+                    "grad_out must be a torch.Tensor, got list"),
+        ]
+
+
+Maker = Callable[[torch.device, torch.dtype, torch.Generator], tuple[tuple, dict]]
+
+
+def _case(m: int, k: int, n: int, layout: str = "plain", bias: bool = True, grad: str = "plain") -> Maker:
+    """x and weight as linear's cases make them; grad_out plain, "transposed" or "expanded" (stride 0,
+    as autograd hands down the gradient of a sum)."""
+    def make(device: torch.device, dtype: torch.dtype, g: torch.Generator) -> tuple[tuple, dict]:
+        x, w = linear_inputs(m, k, n, layout, device, dtype, g)
+        shape = (*x.shape[:-1], n)
+        if grad == "transposed":
+            dy = randn(shape[::-1], device, dtype, g).permute(*reversed(range(len(shape))))
+        elif grad == "expanded":
+            dy = randn((n,), device, dtype, g).expand(shape)
+        else:
+            dy = randn(shape, device, dtype, g)
+        return (dy, x, w), {"bias": bias}
+    return make
+
+
+def _cases() -> list[tuple[str, Maker, bool]]:
+    # ids read M x K x N as linear's
+    return [
+        ("1x1x1", _case(1, 1, 1), True),
+        ("17x33x65", _case(17, 33, 65), True),
+        ("nobias-17x33x65", _case(17, 33, 65, bias=False), True),
+        ("65x1x17", _case(65, 1, 17), True),
+        ("vector-x-1x33x17", _case(1, 33, 17, "vector"), True),
+        ("3d-x-2x9x33x17", _case(18, 33, 17, "3d"), True),
+        ("k0-17x0x5", _case(17, 0, 5), True),
+        ("m0-0x33x17", _case(0, 33, 17), True),
+        ("n0-17x33x0", _case(17, 33, 0), True),
+        ("transposed-x-33x47x65", _case(33, 47, 65, "transposed-x"), True),
+        ("transposed-w-33x47x65", _case(33, 47, 65, "transposed-w"), True),
+        ("transposed-grad-33x47x65", _case(33, 47, 65, grad="transposed"), True),
+        ("expanded-grad-33x17x19", _case(33, 17, 19, grad="expanded"), True),
+        ("sliced-31x37x29", _case(31, 37, 29, "sliced"), True),
+        ("offset-aligned-24x40x72", _case(24, 40, 72, "offset"), True),
+        ("aligned-72x64x136", _case(72, 64, 136), True),
+        ("aligned-nobias-40x128x72", _case(40, 128, 72, bias=False), True),
+        ("aligned-264x1024x200", _case(264, 1024, 200), False),
+        ("odd-257x129x1025", _case(257, 129, 1025), False),
+        ("long-m-4100x40x24", _case(4100, 40, 24), False),
+    ]

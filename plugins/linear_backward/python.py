@@ -1,0 +1,25 @@
+"""The spec in tensor ops: the three gradients as float32 products and sums, each rounded once."""
+
+from __future__ import annotations
+
+import torch
+from kernelzoo_plugins.linear import rows
+
+from kernelzoo.registry import FLOATS, Call, Implementation
+
+from . import gradient_shapes
+
+
+class LinearBackwardPython(Implementation):
+    op = "linear_backward"
+    plugin = "python"
+    dtypes = {"cpu": FLOATS, "cuda": FLOATS}
+
+    def run(self, call: Call, config: dict) -> tuple[torch.Tensor, ...]:
+        g2 = rows(call.inputs["grad_out"]).float()  # (M, N)
+        x2, w = rows(call.inputs["x"]).float(), call.inputs["weight"].float()  # (M, K), (N, K)
+        grads = [g2 @ w, g2.t() @ x2, g2.sum(0)]  # (M, K), (N, K), (N,)
+        outs = tuple(call.empty(shape) for shape in gradient_shapes(call))
+        for out, grad in zip(outs, grads):
+            out.copy_(grad.view(out.shape))
+        return outs

@@ -1,0 +1,20 @@
+"""The gradients as torch computes them for F.linear's backward (cuBLAS / MKL products, a sum)."""
+
+from __future__ import annotations
+
+import torch
+from kernelzoo_plugins.linear import rows
+
+from kernelzoo.registry import FLOATS, Call, Implementation
+
+
+class LinearBackwardTorch(Implementation):
+    op = "linear_backward"
+    plugin = "torch"
+    dtypes = {"cpu": FLOATS, "cuda": FLOATS}
+
+    def run(self, call: Call, config: dict) -> tuple[torch.Tensor, ...]:
+        g, x, w = call.inputs["grad_out"], call.inputs["x"], call.inputs["weight"]
+        g2 = rows(g)
+        grads = (torch.matmul(g, w), g2.t().mm(rows(x)))
+        return (*grads, g2.sum(0)) if call.params["bias"] else grads
