@@ -27,7 +27,9 @@ class AdamUpdateTorch(Implementation):
         def update(t: dict[str, torch.Tensor]) -> None:
             p, g, m, v, v_max = (t[name] for name in STATE)
             fused = getattr(torch, "_fused_adamw_" if c["decoupled"] else "_fused_adam_", None)
-            if fused is not None:
+            # CUDA's fused kernel maps NaN/Inf gradients differently from torch.optim's single-tensor step
+            # (all 15 NaN/Inf conformance cases on the H100, 2026-11-21); the GPU runs the composed step
+            if fused is not None and p.device.type == "cpu":
                 step = torch.full((), float(c["step"]), dtype=torch.float32, device=p.device)
                 fused([p], [g], [m], [v], [v_max] if c["amsgrad"] else [], [step], lr=c["lr"], beta1=c["beta1"],
                       beta2=c["beta2"], weight_decay=c["weight_decay"], eps=c["eps"], amsgrad=c["amsgrad"],

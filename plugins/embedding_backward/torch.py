@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from kernelzoo.registry import FLOATS, Call, Implementation
+from kernelzoo.registry import Call, Implementation
 
 
 class EmbeddingBackwardTorch(Implementation):
@@ -13,7 +13,9 @@ class EmbeddingBackwardTorch(Implementation):
     plugin = "torch"
     # float32 only on the CPU: there torch adds float16 / bfloat16 rows in their own precision (a row hit 3
     # times was off by 7 fp16 units), not in float32 as the op does
-    dtypes = {"cpu": (torch.float32,), "cuda": FLOATS}
+    # float32 only: torch's fp16/bf16 embedding backward accumulates in the half type (misses the tolerance in
+    # every fp16/bf16 case on the H100, torch 2.11)
+    dtypes = {"cpu": (torch.float32,), "cuda": (torch.float32,)}
 
     def run(self, call: Call, config: dict) -> torch.Tensor:
         p = call.params
