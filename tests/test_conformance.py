@@ -10,6 +10,7 @@ smallest blocks, typically), which exercises tails and multi-block paths.
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import zlib
@@ -17,6 +18,7 @@ import zlib
 import pytest
 import torch
 
+from kernelzoo.backends import cuda as cuda_backend
 from kernelzoo.backends import triton as triton_backend
 from kernelzoo.registry import dtype_name, poison_outputs, registry
 
@@ -94,3 +96,10 @@ def test_expected_plugins_available():
             assert availability, f"{impl.key}: {availability.reason}"
         if impl.plugin == "triton" and (torch.cuda.is_available() or triton_backend.interpreting()):
             assert registry.availability(impl), registry.availability(impl).reason
+
+
+@pytest.mark.skipif(not os.environ.get("CI"), reason="CI installs the dev extra's NVRTC wheel; elsewhere optional")
+def test_ci_compiles_cuda_sources():
+    """Guards the NVRTC skips of test_cuda_sources.py and test_cuda_backend.py: in CI they must run."""
+    ok, why = cuda_backend.compile_available()
+    assert ok, why
