@@ -298,7 +298,9 @@ class Implementation:
         return Path(inspect.getfile(type(self))).parent
 
     def read_source(self, name: str) -> str:
-        return (self.source_dir() / name).read_text()
+        """The kernel source ``name`` beside the module, its ``#include "path"`` lines pasted in."""
+        from kernelzoo.backends.sources import expand_includes
+        return expand_includes((self.source_dir() / name).read_text(), name, self.source_dir())
 
     @functools.cached_property
     def source_hash(self) -> str:

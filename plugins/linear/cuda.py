@@ -18,7 +18,6 @@ from kernelzoo.errors import UnsupportedError
 from kernelzoo.registry import Call
 
 from . import rows
-from .sources import expand_includes
 
 DEFAULT_SHARED_OPTIN = 227 * 1024  # H100; the device's own figure is used where torch reports it
 MAX_GRID_Z = 65535
@@ -39,9 +38,6 @@ class GemmCudaImplementation(CudaImplementation):
                     "STAGES": [3, 4]}
     # 8 warps of 64×64 (as matmul's): 104 KiB of shared memory at fp16; 512 threads, 196 KiB at float32
     default_config = {"BM": 128, "BN": 256, "BK": 32, "WM": 64, "WN": 64, "STAGES": 4}
-
-    def read_source(self, name: str) -> str:
-        return expand_includes(super().read_source(name), name, self.source_dir())
 
     def defines(self, dtype: torch.dtype, config: Any) -> dict[str, int | float | str]:
         return {**super().defines(dtype, config), "KZ_TENSOR_CORES": int(dtype != torch.float32)}

@@ -15,7 +15,6 @@ from kernelzoo.backends.openmp import OpenMPImplementation, ptr, thread_counts
 from kernelzoo.registry import Call
 
 from . import rows
-from .sources import expand_includes
 
 NULL = cffi.FFI().NULL
 
@@ -28,9 +27,6 @@ class GemmOpenMPImplementation(OpenMPImplementation):
     config_space = {"MR": [6, 8], "NR": [16, 32], "mc": [48, 96, 192], "kc": [256, 512], "nc": [1024, 4096],
                     "threads": thread_counts()}
     default_config = {"MR": 6, "NR": 32, "mc": 96, "kc": 256, "nc": 4096, "threads": thread_counts()[-1]}
-
-    def read_source(self, name: str) -> str:
-        return expand_includes(super().read_source(name), name, self.source_dir())
 
     def gemm_library(self, config: dict) -> Any:
         return self.library(MR=config["MR"], NR=config["NR"])

@@ -1,7 +1,7 @@
 """Kernel sources that share code: a textual ``#include "path"`` for the compiled plugins.
 
-The cuda and openmp plugins of linear, linear_backward, conv2d and conv2d_backward share one GEMM
-core (``gemm.cuh``, ``gemm_openmp.h`` beside this file) and the conv helpers (``plugins/conv2d/conv.cuh``).
+Every openmp and cuda plugin's source goes through :func:`expand_includes` (e.g. linear,
+linear_backward, conv2d and conv2d_backward share one GEMM core, ``plugins/linear/gemm.cuh``).
 NVRTC and the OpenMP build each compile one string with no include path, so a line
 ``#include "../linear/gemm.cuh"`` (a path relative to the including file) is replaced by that file's
 text, between ``#line`` markers that keep compiler messages pointing at the right file and line.
