@@ -9,10 +9,12 @@ Candidates are cached per key, so a steady-state call costs a dict lookup and on
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import os
+import time
 import warnings
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -150,6 +152,26 @@ def explain(op: str, *args: Any, **kwargs: Any) -> Choice:
     return choose(spec, spec.check(*args, **kwargs))
 
 
+# Called after every run with (op, call, the choice that ran, seconds): see :func:`observe`.
+Observer = Callable[[Op, Call, Choice, float], None]
+_observers: contextvars.ContextVar[tuple[Observer, ...]] = contextvars.ContextVar("kernelzoo_observers",
+                                                                                   default=())
+
+
+@contextlib.contextmanager
+def observe(observer: Observer) -> Iterator[None]:
+    """Call ``observer(op, call, choice, seconds)`` after each op run inside the block.
+
+    While anyone observes, each run is timed between device synchronisations (wall clock on
+    the CPU), which serialises the GPU's queue: a profile, not a production mode.
+    """
+    token = _observers.set((*_observers.get(), observer))
+    try:
+        yield
+    finally:
+        _observers.reset(token)
+
+
 def run_call(spec: Op, call: Call) -> Any:
     """Run a checked call on the chosen implementation; all of its outputs.
 
@@ -157,9 +179,24 @@ def run_call(spec: Op, call: Call) -> Any:
     does not fit this GPU's shared memory, say) raises UnsupportedError; the next candidate
     runs instead, with one warning. A forced plugin's error reaches the caller.
     """
+    observers = _observers.get()
+    if not observers:
+        return _run(spec, call)[0]
+    synchronize = torch.cuda.synchronize if call.device.type == "cuda" else lambda: None
+    synchronize()
+    start = time.perf_counter()
+    outputs, choice = _run(spec, call)
+    synchronize()
+    seconds = time.perf_counter() - start
+    for observer in observers:
+        observer(spec, call, choice, seconds)
+    return outputs
+
+
+def _run(spec: Op, call: Call) -> tuple[Any, Choice]:
     choice = choose(spec, call)
     try:
-        return choice.impl.run(call, choice.config)
+        return choice.impl.run(call, choice.config), choice
     except UnsupportedError as exc:
         if choice.reason == "forced":
             raise
@@ -170,12 +207,20 @@ def run_call(spec: Op, call: Call) -> Any:
         if (spec.name, choice.plugin, "run") not in _warned:
             _warned.add((spec.name, choice.plugin, "run"))
             warnings.warn(f"kernelzoo: {spec.name}: {choice.plugin} cannot run {call.describe()} ({first}); "
-                          f"running {other.plugin}", RuntimeWarning, stacklevel=3)
+                          f"running {other.plugin}", RuntimeWarning, stacklevel=4)
         try:
-            return other.impl.run(call, other.config)
+            return other.impl.run(call, other.config), other
         except UnsupportedError:
             continue
     raise first
+
+
+def run_op(op: str, *args: Any, **kwargs: Any) -> Any:
+    """Check the arguments and run the chosen implementation: all of its outputs (the extras
+    a backward needs included, e.g. layer_norm's mean and rstd), never through torch autograd.
+    Frameworks with their own autograd (mytorch) call ops this way."""
+    spec = registry.op(op)
+    return run_call(spec, spec.check(*args, **kwargs))
 
 
 def call_op(op: str, *args: Any, **kwargs: Any) -> Any:

@@ -182,3 +182,23 @@ def test_add_shape_strings_name_both_operands_when_they_differ():
     again = op.example(op.parse_shape("17x1+1x1023"), torch.float32, "cpu")
     assert again.inputs["b"].shape == (1, 1023)
     assert op.parse_shape("scalar+5x7") == ((), (5, 7))
+
+
+def test_observe_reports_each_run_with_the_plugin_that_ran() -> None:
+    seen = []
+    x = torch.randn(5, 3)
+    with kernelzoo.use("python"), kernelzoo.dispatch.observe(lambda op, call, choice, s: seen.append(
+            (op.name, choice.plugin, call.inputs["x"].shape, s))):
+        kernelzoo.ops.relu(x)
+        kernelzoo.ops.gelu(x)
+    kernelzoo.ops.relu(x)  # outside the block: not reported
+    assert [(name, plugin, shape) for name, plugin, shape, _ in seen] == [
+        ("relu", "python", (5, 3)), ("gelu", "python", (5, 3))]
+    assert all(s >= 0 for *_, s in seen)
+
+
+def test_run_op_returns_every_output_without_torch_autograd() -> None:
+    x = torch.randn(4, 6, requires_grad=True)
+    y, mean, rstd = kernelzoo.dispatch.run_op("layer_norm", x, 6)
+    assert y.shape == (4, 6) and mean.shape == rstd.shape and mean.numel() == 4
+    assert not y.requires_grad
