@@ -1,0 +1,21 @@
+"""tanh(x), elementwise, with torch.tanh's semantics: tanh(±inf) = ±1, NaN stays NaN."""
+
+from __future__ import annotations
+
+import torch
+from kernelzoo_plugins.exp import interpreter_sized
+
+from kernelzoo.elementwise import UnaryOp
+from kernelzoo.registry import Call, Case
+
+
+class Tanh(UnaryOp):
+    """tanh(x) elementwise, as torch.tanh."""
+
+    name = "tanh"
+
+    def cases(self) -> list[Case]:
+        return interpreter_sized(super().cases())
+
+    def reference(self, call: Call) -> torch.Tensor:
+        return torch.tanh(call.inputs["x"].double())

@@ -1,0 +1,9 @@
+"""tanh in raw CUDA, compiled by NVRTC: the shared unary kernel (plugins/_elementwise/unary.cuh) with tanhf."""
+
+from __future__ import annotations
+
+from kernelzoo_plugins.exp.cuda import UnaryCuda
+
+
+class TanhCuda(UnaryCuda):
+    op = "tanh"
