@@ -13,76 +13,17 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from kernelzoo.elementwise import MAX_DIMS, Layout, broadcast_shape, dense_inputs, layout
 from kernelzoo.errors import ArgumentError, DeviceError, DTypeError
 from kernelzoo.registry import BadCase, Call, Case, Op, check_same, check_tensor, randn
 
-# Dimensions the strided kernels index after merging; more (rare: no two neighbours merge)
-# are handled by expanding the inputs to contiguous copies.
-MAX_DIMS = 6
-
-
-def broadcast_shape(a: Sequence[int], b: Sequence[int]) -> tuple[int, ...]:
-    """The shape a and b broadcast to; ArgumentError naming both shapes if they do not."""
-    ndim = max(len(a), len(b))
-    a_full, b_full = (1,) * (ndim - len(a)) + tuple(a), (1,) * (ndim - len(b)) + tuple(b)
-    out = []
-    for d, (m, n) in enumerate(zip(a_full, b_full)):
-        if m != n and m != 1 and n != 1:
-            raise ArgumentError(
-                f"add: a of shape {tuple(a)} and b of shape {tuple(b)} do not broadcast: dimension "
-                f"{d - ndim} is {m} in a and {n} in b; expected equal sizes or one of them 1")
-        out.append(n if m == 1 else m)
-    return tuple(out)
-
-
-@dataclass(frozen=True)
-class Layout:
-    """The output as few dimensions as possible, outermost first, and each input's strides
-    (in elements) over them: 0 along a broadcast dimension."""
-
-    sizes: tuple[int, ...]
-    a_strides: tuple[int, ...]
-    b_strides: tuple[int, ...]
-
-    @property
-    def contiguous(self) -> bool:
-        """Both inputs are read like the output: one dense run of elements."""
-        return len(self.sizes) == 1 and self.a_strides == self.b_strides == (1,)
-
-
-def layout(a: torch.Tensor, b: torch.Tensor) -> Layout:
-    """The merged layout of ``a + b`` (outputs of 0 or 1 elements give one dimension)."""
-    shape = broadcast_shape(a.shape, b.shape)
-
-    def aligned(t: torch.Tensor) -> list[int]:  # t's strides over the output's dimensions
-        lead = len(shape) - t.dim()
-        return [0] * lead + [s if n != 1 else 0 for n, s in zip(t.shape, t.stride())]
-
-    dims = [(n, sa, sb) for n, sa, sb in zip(shape, aligned(a), aligned(b)) if n != 1]
-    merged: list[tuple[int, int, int]] = []
-    for n, sa, sb in dims:
-        if merged:
-            m, ma, mb = merged[-1]
-            if ma == sa * n and mb == sb * n:  # the outer dimension steps over the inner one exactly
-                merged[-1] = (m * n, sa, sb)
-                continue
-        merged.append((n, sa, sb))
-    if not merged or math.prod(shape) == 0:
-        return Layout((math.prod(shape),), (1,), (1,))
-    sizes, a_strides, b_strides = zip(*merged)
-    return Layout(sizes, a_strides, b_strides)
-
-
-def dense_inputs(call: Call) -> tuple[torch.Tensor, torch.Tensor]:
-    """a and b expanded to the output's shape as contiguous copies (for layouts over MAX_DIMS)."""
-    a, b = call.inputs["a"], call.inputs["b"]
-    shape = broadcast_shape(a.shape, b.shape)
-    return a.expand(shape).contiguous(), b.expand(shape).contiguous()
+# The broadcast helpers live in kernelzoo.elementwise, shared with the other binary ops; add's plugin
+# modules import them from here (their text is part of the tuning key of add's shipped winners).
+__all__ = ["MAX_DIMS", "Add", "Layout", "broadcast_shape", "dense_inputs", "layout"]
 
 
 def _pair(a_shape: Sequence[int], b_shape: Sequence[int], alpha: float = 1) -> Any:
@@ -119,7 +60,7 @@ class Add(Op):
         check_tensor(self.name, "a", a)
         check_tensor(self.name, "b", b)
         check_same(self.name, a=a, b=b)
-        broadcast_shape(a.shape, b.shape)
+        broadcast_shape(a.shape, b.shape, self.name)
         if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
             raise ArgumentError(f"add: alpha must be a real number, got {type(alpha).__name__}")
         return Call(self, {"a": a, "b": b}, {"alpha": float(alpha)})

@@ -1,0 +1,39 @@
+// exp and erfc over floats as inline code that gcc vectorises. glibc's expf and erff are scalar calls
+// unless -ffast-math, which would also break NaN and inf: gelu_backward's erf formula over 2048x2048
+// took 59 ms on one core with them, 7.0 ms with these (torch: 4.3 ms). NaN and ±inf give what libm
+// gives. Errors below were measured against float64 on 4M points of [-110, 95].
+#ifndef KZ_VECTOR_MATH_H
+#define KZ_VECTOR_MATH_H
+#include <math.h>
+
+// exp(x) = 2^k * exp(r), k = rint(x * log2 e), r = x - k * ln 2 in two steps (Cody & Waite) so that r
+// is exact, |r| <= ln2 / 2; exp(r) by Cephes' expf polynomial: 0.71 ulp at most. 2^k is
+// applied in two halves, so that results that are subnormal (x < -87.3) or near overflow need no
+// special case.
+static inline float kz_expf(float x) {
+    const float xc = x > 88.8f ? 88.8f : (x < -104.0f ? -104.0f : (x == x ? x : 0.0f));
+    const float k = rintf(xc * 1.44269504088896341f);
+    float r = xc - k * 0.693359375f;
+    r = r - k * -2.12194440e-4f;
+    const float p = ((((1.9875691500e-4f * r + 1.3981999507e-3f) * r + 8.3334519073e-3f) * r
+                      + 4.1665795894e-2f) * r + 1.6666665459e-1f) * r + 5.0000001201e-1f;
+    const float y = p * r * r + r + 1.0f;
+    const int k1 = (int)k / 2, k2 = (int)k - k1;  // each in [-75, 64]: normal powers of two
+    const union { int i; float f; } s1 = {(k1 + 127) << 23}, s2 = {(k2 + 127) << 23};
+    const float result = y * s1.f * s2.f;
+    return x != x ? x : (x > 88.7228394f ? INFINITY : result);
+}
+
+// erfc(x) by Numerical Recipes' erfcc (a Chebyshev fit of erfc(z) * exp(z^2) in t = 2 / (2 + z), 1.2e-7
+// relative in exact arithmetic): in float32 under 3.6e-7 absolute everywhere, 4.1e-7 relative for
+// |x| <= 1 and 1.2e-6 for |x| <= 4 (exp(-z^2) inherits the rounding of z^2, as in any float32 formula),
+// so the small right tail keeps its digits. erfc(-inf) = 2, erfc(inf) = 0, erfc(NaN) = NaN.
+static inline float kz_erfcf(float x) {
+    const float z = fabsf(x), t = 2.0f / (2.0f + z);
+    const float q = -1.26551223f + t * (1.00002368f + t * (0.37409196f + t * (0.09678418f + t * (-0.18628806f
+                    + t * (0.27886807f + t * (-1.13520398f + t * (1.48851587f + t * (-0.82215223f
+                    + t * 0.17087277f))))))));
+    const float tail = t * kz_expf(q - z * z);  // erfc(|x|)
+    return x >= 0.0f ? tail : (x < 0.0f ? 2.0f - tail : x);
+}
+#endif

@@ -1,0 +1,25 @@
+"""mul(a, b) = a·b, elementwise with broadcasting (torch.mul semantics).
+
+a and b share one dtype and one device; the output has the broadcast shape and is contiguous, computed
+in float32 and rounded once (kernelzoo.elementwise.BinaryOp: checks, shapes, conformance cases). inf·0
+is NaN, as in IEEE arithmetic and torch.
+
+mul's cuda.py and openmp.py also hold the wrapper bases of every binary op's cuda and openmp plugins
+(div, relu_backward, gelu_backward): the kernels are shared (plugins/_elementwise/), each op's source
+only names its expression.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from kernelzoo.elementwise import BinaryOp
+
+
+class Mul(BinaryOp):
+    """mul(a, b): a·b with broadcasting, as torch.mul."""
+
+    name = "mul"
+
+    def formula(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return a * b
