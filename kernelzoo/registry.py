@@ -304,8 +304,20 @@ class Implementation:
 
     @functools.cached_property
     def source_hash(self) -> str:
-        """Hash of the implementation's module and kernel sources, and its config space."""
-        h = hashlib.sha256(inspect.getsource(sys.modules[type(self).__module__]).encode())
+        """Hash of the implementation's module and kernel sources, and its config space.
+
+        Modules of base classes that plugins share (in ``kernelzoo_plugins`` or a
+        ``kernelzoo.backends.triton_*`` kernel module) count too: editing a shared wrapper
+        expires the winners of every op built on it. The core's own bases do not.
+        """
+        h = hashlib.sha256()
+        modules = [type(self).__module__]
+        for cls in type(self).__mro__[1:]:
+            if cls.__module__.startswith(("kernelzoo_plugins.", "kernelzoo.backends.triton_")) and \
+                    cls.__module__ not in modules:
+                modules.append(cls.__module__)
+        for module in modules:
+            h.update(inspect.getsource(sys.modules[module]).encode())
         for name in self.sources:
             h.update(self.read_source(name).encode())
         h.update(repr(sorted((k, list(v)) for k, v in self.config_space.items())).encode())

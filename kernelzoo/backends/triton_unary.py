@@ -17,11 +17,7 @@ is ex2.approx's own error, about 2 ulp.
 
 from __future__ import annotations
 
-import functools
-import hashlib
-import inspect
 import math
-import sys
 from typing import ClassVar
 
 import torch
@@ -29,7 +25,7 @@ import triton
 import triton.language as tl
 
 from kernelzoo.backends.triton import TritonImplementation
-from kernelzoo.registry import Call, Implementation
+from kernelzoo.registry import Call
 
 # log2(e) as a float32 (exact in it) and the rest of it; ln 2 for the first-order correction
 _LOG2E_HI = tl.constexpr(1.44269502162933349609375)
@@ -138,9 +134,3 @@ class UnaryTriton(TritonImplementation):
             unary_kernel[grid](x, y, n, self.scalar(call), OP=self.op, BLOCK=config["BLOCK"],
                                num_warps=config["num_warps"])
         return y
-
-    @functools.cached_property
-    def source_hash(self) -> str:
-        """The op module's hash and this module's: the kernel is here, not beside the op."""
-        here = inspect.getsource(sys.modules[__name__])
-        return hashlib.sha256((Implementation.source_hash.func(self) + here).encode()).hexdigest()[:16]
