@@ -6,21 +6,40 @@ max subtraction gives inf - inf or -inf - -inf = NaN, and the NaN reaches the ro
 Kernels work on rows: ``dim`` is moved last and the tensor seen as (rows, cols) with unit column
 stride (:func:`as_rows`); the result is moved back (:func:`from_rows`), so ``dim`` is normalised
 away and is no part of the tuning key.
+
+``kernelzoo.ops.softmax`` records a backward through the op softmax_backward (from y alone) when x
+requires grad.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import operator
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 
+from kernelzoo import dispatch
 from kernelzoo.errors import ArgumentError, DTypeError
 from kernelzoo.registry import BadCase, Call, Case, Op, check_tensor, randn
 
 # Row lengths above this are too slow for Triton's interpreter in CI (its programs run in Python).
 _INTERPRETER_MAX_ELEMENTS = 200_000
+
+
+def check_dim(op: str, name: str, x: torch.Tensor, dim: object) -> int:
+    """``dim`` of tensor ``name`` normalised to [0, x.dim()) (0 for a 0-dim tensor, which takes 0 or -1,
+    as in torch); shared with softmax_backward."""
+    if isinstance(dim, bool) or not hasattr(type(dim), "__index__"):  # numpy integers welcome
+        raise ArgumentError(f"{op}: dim must be an int, got {type(dim).__name__}")
+    dim = operator.index(dim)
+    ndim = max(x.dim(), 1)
+    if not -ndim <= dim < ndim:
+        raise ArgumentError(f"{op}: dim must be in [{-ndim}, {ndim - 1}] for {name} of shape {tuple(x.shape)}, "
+                            f"got {dim}")
+    return dim % ndim
 
 
 def as_rows(x: torch.Tensor, dim: int) -> torch.Tensor:
@@ -61,14 +80,7 @@ class Softmax(Op):
 
     def check(self, x: torch.Tensor, dim: int = -1) -> Call:
         check_tensor(self.name, "x", x)
-        if isinstance(dim, bool) or not hasattr(type(dim), "__index__"):  # numpy integers welcome
-            raise ArgumentError(f"{self.name}: dim must be an int, got {type(dim).__name__}")
-        dim = operator.index(dim)
-        ndim = max(x.dim(), 1)  # a 0-dim tensor takes dim 0 or -1, as in torch
-        if not -ndim <= dim < ndim:
-            raise ArgumentError(f"{self.name}: dim must be in [{-ndim}, {ndim - 1}] for x of shape "
-                                f"{tuple(x.shape)}, got {dim}")
-        return Call(self, {"x": x}, {"dim": dim % ndim})
+        return Call(self, {"x": x}, {"dim": check_dim(self.name, "x", x, dim)})
 
     def reference(self, call: Call) -> torch.Tensor:
         return torch.softmax(call.inputs["x"].double(), call.params["dim"])
@@ -132,6 +144,34 @@ class Softmax(Op):
             BadCase("dim-not-int", lambda: ((torch.zeros(2, 3),), {"dim": 1.0}), ArgumentError,
                     "dim must be an int, got float"),
         ]
+
+    # --- autograd ----------------------------------------------------------------------------
+    def needs_autograd(self, call: Call) -> bool:
+        return torch.is_grad_enabled() and call.inputs["x"].requires_grad
+
+    def autograd(self, call: Call) -> torch.Tensor:
+        return _SoftmaxFunction.apply(call.inputs["x"], call)
+
+
+class _SoftmaxFunction(torch.autograd.Function):
+    """y = softmax(x, dim); its backward is the op softmax_backward, which needs only y, run by the plugin
+    forced for the forward, if any (``kernelzoo.use`` does not reach autograd's worker threads by itself)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, call: Call) -> torch.Tensor:
+        y = dispatch.run_call(call.op, call.replace(x=x.detach()))
+        ctx.save_for_backward(y)
+        ctx.dim, ctx.plugin = call.params["dim"], dispatch.forced_plugin()
+        return y
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple:
+        from kernelzoo import ops
+
+        (y,) = ctx.saved_tensors
+        with dispatch.use(ctx.plugin) if ctx.plugin else contextlib.nullcontext():
+            return ops.softmax_backward(grad, y, ctx.dim), None
 
 
 def _rows(x: torch.Tensor, dim: int) -> int:
