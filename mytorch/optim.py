@@ -1,0 +1,93 @@
+"""Optimizers whose parameter updates are kernelzoo's fused in-place ops (sgd_update_, adam_update_),
+with torch.optim's SGD, Adam and AdamW semantics."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+
+from kernelzoo import ops
+from mytorch.nn.module import Parameter
+
+
+class Optimizer:
+    def __init__(self, params: Iterable[Parameter], defaults: dict[str, Any]) -> None:
+        self.params = [p for p in params]
+        if not self.params:
+            raise ValueError(f"{type(self).__name__}: got an empty parameter list")
+        self.defaults = defaults
+        self.state: dict[int, dict[str, Any]] = {}
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None
+
+    def step(self) -> None:
+        for p in self.params:
+            if p.grad is not None:
+                self._update(p, self.state.setdefault(id(p), {}))
+
+    def _update(self, p: Parameter, state: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+
+class SGD(Optimizer):
+    """torch.optim.SGD: momentum, dampening, Nesterov, weight decay (L2 added to the gradient)."""
+
+    def __init__(self, params: Iterable[Parameter], lr: float = 1e-3, momentum: float = 0.0, dampening: float = 0.0,
+                 weight_decay: float = 0.0, nesterov: bool = False) -> None:
+        if lr < 0 or momentum < 0 or weight_decay < 0:
+            raise ValueError(f"SGD: lr, momentum and weight_decay must be >= 0, got {lr}, {momentum}, {weight_decay}")
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("SGD: Nesterov momentum needs momentum > 0 and dampening 0")
+        super().__init__(params, {"lr": lr, "momentum": momentum, "dampening": dampening,
+                                  "weight_decay": weight_decay, "nesterov": nesterov})
+
+    def _update(self, p: Parameter, state: dict[str, Any]) -> None:
+        d = self.defaults
+        buffer, dampening = None, d["dampening"]
+        if d["momentum"] != 0:
+            buffer = state.get("momentum_buffer")
+            if buffer is None:
+                # torch's first step sets the buffer to the gradient: the op on zeros, undamped
+                buffer = state["momentum_buffer"] = torch.zeros_like(p.data)
+                dampening = 0.0
+        ops.sgd_update_(p.data, p.grad.data, buffer, d["lr"], d["momentum"], dampening, d["weight_decay"],
+                        d["nesterov"])
+
+
+class Adam(Optimizer):
+    """torch.optim.Adam (L2 weight decay added to the gradient) and, with decoupled=True, AdamW."""
+
+    decoupled = False
+
+    def __init__(self, params: Iterable[Parameter], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0.0, amsgrad: bool = False) -> None:
+        if lr < 0 or eps < 0 or weight_decay < 0 or not all(0 <= b < 1 for b in betas):
+            raise ValueError(f"{type(self).__name__}: invalid lr={lr}, betas={betas}, eps={eps} or "
+                             f"weight_decay={weight_decay}")
+        super().__init__(params, {"lr": lr, "betas": tuple(betas), "eps": eps, "weight_decay": weight_decay,
+                                  "amsgrad": amsgrad})
+
+    def _update(self, p: Parameter, state: dict[str, Any]) -> None:
+        d = self.defaults
+        if not state:
+            state.update(step=0, exp_avg=torch.zeros_like(p.data), exp_avg_sq=torch.zeros_like(p.data),
+                         max_exp_avg_sq=torch.zeros_like(p.data) if d["amsgrad"] else None)
+        state["step"] += 1
+        beta1, beta2 = d["betas"]
+        ops.adam_update_(p.data, p.grad.data, state["exp_avg"], state["exp_avg_sq"], state["step"], d["lr"], beta1,
+                         beta2, d["eps"], d["weight_decay"], amsgrad=d["amsgrad"], decoupled=self.decoupled,
+                         max_exp_avg_sq=state["max_exp_avg_sq"])
+
+
+class AdamW(Adam):
+    """torch.optim.AdamW: Adam with weight decay applied to the parameter (decoupled), 0.01 by default."""
+
+    decoupled = True
+
+    def __init__(self, params: Iterable[Parameter], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0.01, amsgrad: bool = False) -> None:
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad)

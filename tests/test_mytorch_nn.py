@@ -1,0 +1,139 @@
+"""mytorch.nn modules and mytorch.optim against torch.nn / torch.optim with the same weights;
+state dicts, save/load."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import mytorch
+from mytorch import nn
+
+
+def _from(module: nn.Module, torch_module: torch.nn.Module) -> None:
+    module.load_state_dict(torch_module.state_dict())
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.features = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2))
+        self.norm = nn.LayerNorm(64)
+        self.head = nn.Linear(64, 10)
+        self.drop = nn.Dropout(0.5)
+
+    def forward(self, x):
+        x = self.features(x).flatten(1)
+        return self.head(self.drop(self.norm(x).gelu()))
+
+
+def test_parameters_children_modes_and_state_dict_names() -> None:
+    net = Net()
+    names = [n for n, _ in net.named_parameters()]
+    assert names == ["features.0.weight", "features.0.bias", "norm.weight", "norm.bias", "head.weight", "head.bias"]
+    assert len(list(net.children())) == 4 and all(p.requires_grad for p in net.parameters())
+    net.eval()
+    assert not net.drop.training and not net.features[1].training
+    assert list(net.state_dict()) == names
+
+
+def test_state_dict_round_trip_through_a_file(tmp_path) -> None:
+    net, other = Net(), Net()
+    path = tmp_path / "net.mt"
+    mytorch.save(net.state_dict(), path)
+    other.load_state_dict(mytorch.load(path))
+    for (name, a), (_, b) in zip(net.named_parameters(), other.named_parameters()):
+        assert torch.equal(a.data, b.data), name
+    (tmp_path / "bad.mt").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{\"x\": 1}")
+    with pytest.raises(ValueError, match="not a mytorch state file"):
+        mytorch.load(tmp_path / "bad.mt")
+
+
+def test_load_state_dict_names_missing_and_unexpected_keys() -> None:
+    with pytest.raises(KeyError, match="missing keys"):
+        nn.Linear(3, 2).load_state_dict({"weight": torch.zeros(2, 3)})
+
+
+def test_layers_match_torch_with_the_same_weights() -> None:
+    torch.manual_seed(0)
+    ref = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+                              torch.nn.Flatten(), torch.nn.LayerNorm(64), torch.nn.GELU(), torch.nn.Linear(64, 10))
+    mine = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.LayerNorm(64),
+                         nn.GELU(), nn.Linear(64, 10))
+    _from(mine, ref)
+    x = torch.randn(5, 1, 8, 8)
+    target = torch.randint(0, 10, (5,))
+    loss = nn.CrossEntropyLoss()(mine(mytorch.from_torch(x)), mytorch.from_torch(target))
+    ref_loss = torch.nn.CrossEntropyLoss()(ref(x), target)
+    loss.backward()
+    ref_loss.backward()
+    torch.testing.assert_close(loss.data, ref_loss.detach(), rtol=1e-5, atol=1e-5)
+    for (name, p), q in zip(mine.named_parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad.data, q.grad, rtol=1e-4, atol=1e-5, msg=lambda m, n=name: f"{n}: {m}")
+
+
+def test_embedding_padding_row_gets_no_gradient() -> None:
+    emb = nn.Embedding(10, 4, padding_idx=0)
+    assert emb.weight.data[0].abs().sum().item() == 0
+    emb(mytorch.tensor([[0, 3, 3]])).sum().backward()
+    assert emb.weight.grad.data[0].abs().sum().item() == 0
+    assert emb.weight.grad.data[3].tolist() == [2.0] * 4
+
+
+@pytest.mark.parametrize("batch_first", [True, False])
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_multihead_attention_loads_torchs_weights_and_matches(batch_first: bool, need_weights: bool) -> None:
+    torch.manual_seed(1)
+    ref = torch.nn.MultiheadAttention(16, 4, batch_first=batch_first)
+    mine = nn.MultiheadAttention(16, 4, batch_first=batch_first)
+    _from(mine, ref)
+    assert sorted(mine.state_dict()) == sorted(ref.state_dict())
+    x = torch.randn(2, 7, 16) if batch_first else torch.randn(7, 2, 16)
+    padding = torch.zeros(2, 7, dtype=torch.bool)
+    padding[1, 5:] = True
+    xm = mytorch.from_torch(x, requires_grad=True)
+    out, weights = mine(xm, xm, xm, key_padding_mask=padding, need_weights=need_weights)
+    xr = x.clone().requires_grad_()
+    ref_out, ref_weights = ref(xr, xr, xr, key_padding_mask=padding, need_weights=need_weights)
+    torch.testing.assert_close(out.data, ref_out.detach(), rtol=1e-4, atol=1e-5)
+    if need_weights:
+        torch.testing.assert_close(weights.data, ref_weights.detach(), rtol=1e-4, atol=1e-5)
+    else:
+        assert weights is None
+    grad = torch.randn(out.shape)
+    out.backward(mytorch.from_torch(grad))
+    ref_out.backward(grad)
+    torch.testing.assert_close(xm.grad.data, xr.grad, rtol=1e-4, atol=1e-5)
+    for (name, p), q in zip(mine.named_parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad.data, q.grad, rtol=1e-4, atol=1e-5, msg=lambda m, n=name: f"{n}: {m}")
+
+
+@pytest.mark.parametrize(("make_mine", "make_ref"), [
+    (lambda p: mytorch.optim.SGD(p, lr=0.1), lambda p: torch.optim.SGD(p, lr=0.1)),
+    (lambda p: mytorch.optim.SGD(p, lr=0.1, momentum=0.9, weight_decay=0.01),
+     lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, weight_decay=0.01)),
+    (lambda p: mytorch.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True),
+     lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True)),
+    (lambda p: mytorch.optim.SGD(p, lr=0.1, momentum=0.5, dampening=0.3),
+     lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.5, dampening=0.3)),
+    (lambda p: mytorch.optim.Adam(p, lr=0.01, weight_decay=0.1),
+     lambda p: torch.optim.Adam(p, lr=0.01, weight_decay=0.1)),
+    (lambda p: mytorch.optim.Adam(p, lr=0.01, amsgrad=True), lambda p: torch.optim.Adam(p, lr=0.01, amsgrad=True)),
+    (lambda p: mytorch.optim.AdamW(p, lr=0.01), lambda p: torch.optim.AdamW(p, lr=0.01)),
+], ids=["sgd", "sgd-momentum-wd", "sgd-nesterov", "sgd-dampening", "adam-l2", "adam-amsgrad", "adamw"])
+def test_optimizers_follow_torch_optim_over_several_steps(make_mine, make_ref) -> None:
+    torch.manual_seed(2)
+    ref_model = torch.nn.Linear(6, 3)
+    model = nn.Linear(6, 3)
+    _from(model, ref_model)
+    opt, ref_opt = make_mine(model.parameters()), make_ref(ref_model.parameters())
+    for step in range(4):
+        x, y = torch.randn(8, 6), torch.randn(8, 3)
+        opt.zero_grad()
+        ref_opt.zero_grad()
+        nn.MSELoss()(model(mytorch.from_torch(x)), mytorch.from_torch(y)).backward()
+        torch.nn.MSELoss()(ref_model(x), y).backward()
+        opt.step()
+        ref_opt.step()
+        for p, q in zip(model.parameters(), ref_model.parameters()):
+            torch.testing.assert_close(p.data, q.detach(), rtol=1e-5, atol=1e-6, msg=lambda m, s=step: f"step {s}: {m}")
