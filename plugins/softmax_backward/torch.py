@@ -10,7 +10,9 @@ from kernelzoo.registry import FLOATS, Call, Implementation
 class SoftmaxBackwardTorch(Implementation):
     op = "softmax_backward"
     plugin = "torch"
-    dtypes = {"cpu": FLOATS, "cuda": FLOATS}
+    # float32 only on the GPU: torch's CUDA kernel sums grad·y in the input's half precision and misses the
+    # float64-reference tolerance in 14 of the fp16/bf16 conformance cases (torch 2.11, H200, 2026-11-21)
+    dtypes = {"cpu": FLOATS, "cuda": (torch.float32,)}
 
     def run(self, call: Call, config: dict) -> torch.Tensor:
         y = call.inputs["y"]
