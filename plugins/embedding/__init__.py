@@ -37,7 +37,7 @@ def check_indices(op: str, indices: Any, num_weights: int, device: torch.device)
     if indices.device != device:
         raise DeviceError(f"{op}: weight is on {device} but indices are on {indices.device}; expected one device")
     if indices.numel():
-        low, high = int(indices.min()), int(indices.max())
+        low, high = torch.stack(torch.aminmax(indices)).tolist()  # one device-to-host copy (a GPU sync)
         if low < 0 or high >= num_weights:
             bad = low if low < 0 else high
             raise ArgumentError(f"{op}: indices hold {bad}, outside [0, {num_weights}) (the rows of weight)")
