@@ -1,4 +1,5 @@
-"""The training examples reach their accuracy at the reduced size CI runs (--quick); the full-size
+"""The training examples reach their accuracy on the CPU: digits_cnn at full size (1.4 s on 2 idle
+cores), the MLP and the transformer at the reduced size of --quick (a few seconds each); the full-size
 runs are in docs/mytorch.md."""
 
 from __future__ import annotations
@@ -12,14 +13,15 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 
 
-@pytest.mark.parametrize(("example", "floor"), [
-    ("mlp", 0.97),  # held-out half-moons
-    ("digits_cnn", 0.95),  # 4 epochs; 12 epochs (the default) reach 0.98
-    ("tiny_transformer", 0.99),  # token accuracy reversing length-5 digit strings
+@pytest.mark.parametrize(("example", "args", "floor"), [
+    ("mlp", ["--quick"], 0.97),  # held-out half-moons
+    ("digits_cnn", [], 0.97),  # the issue's bar: 97 % test accuracy
+    ("tiny_transformer", ["--quick"], 0.99),  # token accuracy reversing length-5 digit strings
 ])
-def test_example_trains_to_its_accuracy(example: str, floor: float, capsys: pytest.CaptureFixture) -> None:
+def test_example_trains_to_its_accuracy(example: str, args: list[str], floor: float,
+                                        capsys: pytest.CaptureFixture) -> None:
     module = importlib.import_module(example)
-    accuracy = module.main(["--quick", "--device", "cpu"])
+    accuracy = module.main([*args, "--device", "cpu"])
     out = capsys.readouterr().out
     assert accuracy >= floor, out
     assert "plugin" in out and "total" in out  # the trace table was printed
