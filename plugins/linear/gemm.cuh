@@ -54,21 +54,10 @@
 #define THREADS ((BM / 8) * (BN / 8))
 #endif
 
+// cp.async, ldmatrix and mma.sync wrappers, shared with the flash-attention kernels
+#include "../_cuda/tensor_core.cuh"
+
 typedef long long i64;
-
-__device__ __forceinline__ unsigned smem_addr(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
-
-// 16 bytes global -> shared, bypassing L1; src_bytes 0 writes 16 zero bytes and reads nothing.
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes));
-}
-// 4 bytes global -> shared; src_bytes 0 writes a zero.
-__device__ __forceinline__ void cp_async4(void* dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 
 template <class X>
 struct __align__(16) Chunk16 { X e[16 / sizeof(X)]; };
@@ -147,32 +136,6 @@ __device__ __forceinline__ void block_tile(int M, int N, int& m0, int& n0) {
   m0 = (first_m + pid % per_group % group_m) * BM;
   n0 = pid % per_group / group_m * BN;
 }
-
-#if KZ_TENSOR_CORES
-__device__ __forceinline__ void mma_16816(float* d, const unsigned* a, const unsigned* b, kz_half) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-               "{%0,%1,%2,%3};\n"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-__device__ __forceinline__ void mma_16816(float* d, const unsigned* a, const unsigned* b, kz_bf16) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-               "{%0,%1,%2,%3};\n"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
-// Four 8×8 matrices of 2-byte elements: lanes 8q .. 8q+7 give the addresses of rows 0-7 of matrix q, and
-// lane l gets in r[q] row l/4, columns 2·(l%4) and +1 of it (.trans: column l/4, rows 2·(l%4) and +1).
-__device__ __forceinline__ void ldmatrix_x4(unsigned* r, const T* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_addr(p)));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(unsigned* r, const T* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_addr(p)));
-}
-#endif
 
 // The problem's tile at (m0, n0) over k-tiles 0 .. k_tiles-1 (its load numbers them from 0), stored through
 // its column()/store(). Needs STAGES·(A::SIZE + B::SIZE) elements of dynamic shared memory.

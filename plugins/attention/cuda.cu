@@ -1,0 +1,173 @@
+// Attention forward, FlashAttention-2 on tensor cores (building blocks and layouts: ../_cuda/flash.cuh).
+//
+// One block per (BLOCK_M query rows, batch·head); WARPS warps of 16·MT rows each. The block's q tile is loaded
+// once and kept as A fragments in registers; K and V tiles of BLOCK_N keys stream through a STAGES-deep ring
+// of shared-memory stages filled by cp.async (tile j+STAGES-1 in flight while tile j is used). Per key tile:
+//   S = Q·Kᵀ (mma.sync m16n8k16, float32), in log2 units (scale·log2 e folded in), masked;
+//   online softmax per row: m' = max(m, rowmax S), P = 2^(S − m'), l = l·2^(m − m') + rowsum P, O·= 2^(m − m');
+//   O += P·V with P rounded to T in registers as the A operand (no trip through shared memory).
+// A row's max and sum live in the 4 lanes of its quad (C fragment columns 2t, 2t+1 of every n8 tile): the
+// max is reduced over the quad every tile (the exponent needs it), the sum only at the end (each lane keeps
+// its partial, rescaled by the same factor). Finally o = O / l, lse = (m + log2 l)·ln 2; a row that attends
+// no key has l = 0: o = 0, lse = -inf.
+//
+// Causal (top-left aligned, key j seen by query i iff j ≤ i): key tiles past the block's last row are never
+// loaded, and only tiles that straddle the diagonal or the end of the keys pay for masking. Blocks run
+// last-query-block first, so the longest ones start first and the short ones fill in behind them.
+// GQA: query head h reads key/value head h / group.
+#ifndef BLOCK_M
+#define BLOCK_M 128
+#endif
+#ifndef BLOCK_N
+#define BLOCK_N 64
+#endif
+#ifndef WARPS
+#define WARPS 8
+#endif
+#ifndef STAGES
+#define STAGES 2
+#endif
+#include "../_cuda/flash.cuh"
+
+#define MT (BLOCK_M / (16 * WARPS))  // m16 row tiles per warp
+#define NT (BLOCK_N / 8)             // n8 key tiles per key tile
+
+// Two blocks of 8 warps per SM (registers capped at 128) where the tile state is small (at most 80 words per
+// thread: head dim 64 with BLOCK_N ≤ 64; 12 bytes of spill at 64 × 64): 16 warps hide the softmax's latency
+// between the products better than 8.
+#define STATE_WORDS (MT * (3 * HEAD_DIM + 2 * BLOCK_N) / 4)
+#define MIN_BLOCKS (WARPS == 8 && STATE_WORDS <= 80 ? 2 : 1)
+
+static_assert(MT >= 1 && MT * 16 * WARPS == BLOCK_M, "BLOCK_M must be 16·WARPS·MT");
+static_assert(BLOCK_N % 16 == 0 && STAGES >= 2, "BLOCK_N must be a multiple of 16, STAGES at least 2");
+
+// One key tile's scores s (log2 units, masked) into the running row max m, partial sums l and the output
+// accumulator acc; s becomes P. Rows (i, r) are a thread's rows 16i + g + 8r.
+__device__ __forceinline__ void online_softmax(float (&s)[MT][NT][4], float (&m)[MT][2], float (&l)[MT][2],
+                                               float (&acc)[MT][ND][4]) {
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float mx = m[i][r];
+#pragma unroll
+      for (int j = 0; j < NT; ++j) mx = fmaxf(mx, fmaxf(s[i][j][2 * r], s[i][j][2 * r + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      // A row that has seen no key yet (attn_mask) has m' = -inf: subtract 0 instead of -inf - -inf.
+      const float base = mx == -KZ_INF ? 0.0f : mx;
+      const float alpha = ex2(m[i][r] - base);  // 0 while m = -inf: nothing to keep
+      m[i][r] = mx;
+      float sum = 0.0f;
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int e = 2 * r; e < 2 * r + 2; ++e) {
+          s[i][j][e] = ex2(s[i][j][e] - base);
+          sum += s[i][j][e];
+        }
+      l[i][r] = l[i][r] * alpha + sum;
+#pragma unroll
+      for (int jd = 0; jd < ND; ++jd) {
+        acc[i][jd][2 * r] *= alpha;
+        acc[i][jd][2 * r + 1] *= alpha;
+      }
+    }
+}
+
+// q (B, Hq, Nq, d), k and v (B, Hk, Nk, d), o like q: element (b, h, row, col) at b·sb + h·sh + row·sm + col
+// (strides in elements, each a multiple of 8, pointers 16-byte aligned: the wrapper sees to it). lse: float32
+// (B, Hq, Nq) contiguous. mask: attn_mask(b, h, query, key) at its four strides (MASK only). scale_log2: the
+// softmax scale times log2 e. Grid: (ceil(Nq / BLOCK_M), B·Hq); dynamic shared memory (BLOCK_M + 2·STAGES·
+// BLOCK_N)·LDS elements.
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
+    attention_forward(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+                      const MASK_T* __restrict__ mask, T* __restrict__ o, float* __restrict__ lse, i64 q_sb,
+                      i64 q_sh, i64 q_sm, i64 k_sb, i64 k_sh, i64 k_sn, i64 v_sb, i64 v_sh, i64 v_sn, i64 o_sb,
+                      i64 o_sh, i64 o_sm, i64 mask_sb, i64 mask_sh, i64 mask_sm, i64 mask_sn, int heads,
+                      int group, int n_q, int n_k, int d, float scale_log2) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* sq = reinterpret_cast<T*>(smem);   // [BLOCK_M][LDS]: q, then o on its way out
+  T* sk = sq + BLOCK_M * LDS;           // [STAGES][BLOCK_N][LDS]
+  T* sv = sk + STAGES * BLOCK_N * LDS;  // [STAGES][BLOCK_N][LDS]
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int m0 = (gridDim.x - 1 - blockIdx.x) * BLOCK_M;
+  const int bh = blockIdx.y, b = bh / heads, h = bh % heads, hk = h / group;
+  const int wrow = warp * MT * 16;  // the warp's first row in the block
+  const T* kb = k + b * k_sb + hk * k_sh;
+  const T* vb = v + b * v_sb + hk * v_sh;
+  const AttnMask am{mask + b * mask_sb + h * mask_sh, mask_sm, mask_sn};
+
+  // Key tiles 0 .. n_tiles-1 hold every key a row of this block sees (causal: keys ≤ the last row). The first
+  // n_full are seen whole by every row: they end at or before the block's first row (causal) and inside Nk.
+  const int n_end = CAUSAL ? imin(n_k, imin(m0 + BLOCK_M, n_q)) : n_k;
+  const int n_tiles = (n_end + BLOCK_N - 1) / BLOCK_N;
+  const int n_full = CAUSAL ? imin(n_k / BLOCK_N, (m0 + 1) / BLOCK_N) : n_k / BLOCK_N;
+
+  // cp.async groups: q with key tile 0, then one group per key tile (empty ones too, so that the count
+  // waited for below is exact): when tile j is used, groups 0 .. j are complete.
+  load_rows<BLOCK_M>(sq, q + b * q_sb + h * q_sh, q_sm, m0, n_q, d);
+#pragma unroll
+  for (int st = 0; st < STAGES - 1; ++st) {
+    if (st < n_tiles) {
+      load_rows<BLOCK_N>(sk + st * BLOCK_N * LDS, kb, k_sn, st * BLOCK_N, n_k, d);
+      load_rows<BLOCK_N>(sv + st * BLOCK_N * LDS, vb, v_sn, st * BLOCK_N, n_k, d);
+    }
+    cp_async_commit();
+  }
+  cp_async_wait<STAGES - 2>();
+  __syncthreads();
+  unsigned qf[MT][KD][4];
+  a_fragments<MT>(qf, sq + wrow * LDS);
+
+  float acc[MT][ND][4], m[MT][2], l[MT][2];
+  zero(acc);
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) m[i][r] = -KZ_INF, l[i][r] = 0.0f;
+
+  for (int j = 0; j < n_tiles; ++j) {
+    // STAGES-1+j groups committed; all but the newest STAGES-2 complete => tile j has landed (this thread's
+    // chunks); the barrier makes everyone's visible, and frees the stage that everyone read in step j-1.
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();
+    const int next = j + STAGES - 1;
+    if (next < n_tiles) {
+      load_rows<BLOCK_N>(sk + next % STAGES * BLOCK_N * LDS, kb, k_sn, next * BLOCK_N, n_k, d);
+      load_rows<BLOCK_N>(sv + next % STAGES * BLOCK_N * LDS, vb, v_sn, next * BLOCK_N, n_k, d);
+    }
+    cp_async_commit();
+
+    float s[MT][NT][4];
+    scores<MT, BLOCK_N>(s, qf, sk + j % STAGES * BLOCK_N * LDS);
+    if (j < n_full) {
+      mask_scores<false, false, MT, BLOCK_N>(s, m0 + wrow, j * BLOCK_N, n_q, n_k, scale_log2, am);
+    } else {
+      mask_scores<true, false, MT, BLOCK_N>(s, m0 + wrow, j * BLOCK_N, n_q, n_k, scale_log2, am);
+    }
+    online_softmax(s, m, l, acc);
+    accumulate<MT, BLOCK_N>(acc, s, sv + j % STAGES * BLOCK_N * LDS);
+  }
+  cp_async_wait<0>();  // only empty groups can be left; nothing may be in flight at exit
+
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float sum = l[i][r];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      const float inv = sum == 0.0f ? 0.0f : 1.0f / sum;
+#pragma unroll
+      for (int jd = 0; jd < ND; ++jd) {
+        acc[i][jd][2 * r] *= inv;
+        acc[i][jd][2 * r + 1] *= inv;
+      }
+      const int row = m0 + wrow + i * 16 + lane / 4 + 8 * r;
+      if (lane % 4 == 0 && row < n_q)
+        lse[(i64)bh * n_q + row] = sum == 0.0f ? -KZ_INF : (m[i][r] + log2f(sum)) * LN2;
+    }
+  // The warp's rows of sq held its own q rows only, read into registers before the loop: its stage now.
+  store_rows<MT>(acc, sq + wrow * LDS, o + b * o_sb + h * o_sh, o_sm, m0 + wrow, n_q, d);
+}

@@ -1,0 +1,144 @@
+"""Attention in raw CUDA: FlashAttention-2's forward on tensor cores (cuda.cu, on ../_cuda/flash.cuh).
+
+One block per (BLOCK_M query rows, batch·head), WARPS warps of 16 or 32 rows; K and V tiles of BLOCK_N keys
+through a STAGES-deep cp.async ring; S = Q·Kᵀ and O += P·V by mma.sync m16n8k16 with float32 accumulation,
+the online softmax in registers. float16 and bfloat16; head dims that are multiples of 8 up to 128 (compiled
+for the next multiple of 16); GQA, causal (top-left) and attn_mask (bool or additive, any broadcast) as the
+spec defines them. The helpers here serve the backward's cuda plugin too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from kernelzoo.backends.cuda import I64, CudaImplementation
+from kernelzoo.errors import UnsupportedError
+from kernelzoo.registry import Call
+
+from . import like, trivial_forward
+
+LOG2E = 1.4426950408889634
+MAX_GRID_Y = 65535  # batch·heads is the grid's second dimension
+MAX_HEAD_DIM = 128  # the o accumulators and q fragments of 16 rows fill a warp's registers at 128
+DEFAULT_SHARED_OPTIN = 227 * 1024  # H100; the device's own figure is used where torch reports it
+# Registers per thread that a config's tile state (accumulators, fragments, scores) may take. Measured with
+# -Xptxas -v on sm_90 for head dims 64 and 128 over every config of the spaces: the forward spills nothing up
+# to 128 (215-250 registers) and 48-136 bytes at 160; the backward at most 64 bytes up to 192 (the dQ pass's
+# ptxas keeps 4-warp blocks near 168 registers with 8-40 bytes of spill even below that) and 316-4168 above.
+STATE_REGISTERS = {"forward": 128, "backward": 192}
+MASK_TYPES = {torch.bool: "unsigned char", torch.float32: "float", torch.float16: "kz_half",
+              torch.bfloat16: "kz_bf16"}
+
+
+def kernel_head_dim(d: int) -> int:
+    """The HEAD_DIM a call's head dim d is compiled for: the next multiple of 16 (one k16 step of the mma)."""
+    return max(16, -(-d // 16) * 16)
+
+
+def unsupported(call: Call) -> str | None:
+    """Why the cuda attention kernels cannot run ``call`` (beyond device and dtype), or None."""
+    batch, heads, _, d = call.inputs["q"].shape
+    if d % 8 or d > MAX_HEAD_DIM:
+        return (f"head dim {d}: takes multiples of 8 (rows of 16-byte chunks) up to {MAX_HEAD_DIM} (a warp's "
+                "16 rows of o accumulators and q fragments live in registers)")
+    if batch * heads > MAX_GRID_Y:
+        return f"batch·heads = {batch * heads} > {MAX_GRID_Y} (the grid's second dimension)"
+    return None
+
+
+def aligned_rows(t: torch.Tensor) -> torch.Tensor:
+    """t as the kernels read it: head dim contiguous, every row starting 16 bytes aligned (the cp.async chunks);
+    a (B, N, H, D) view as a projection gives qualifies as it is, others are copied."""
+    ok = (t.stride(-1) == 1 and t.data_ptr() % 16 == 0
+          and all(s % 8 == 0 for s, n in zip(t.stride()[:3], t.shape[:3]) if n > 1))
+    return t if ok else t.clone(memory_format=torch.contiguous_format)
+
+
+def strides(t: torch.Tensor) -> tuple[I64, I64, I64]:
+    """Batch, head and row strides in elements, as the kernels take them."""
+    return tuple(I64(s) for s in t.stride()[:3])  # type: ignore[return-value]
+
+
+def mask_args(call: Call) -> tuple[torch.Tensor | None, tuple[I64, ...], dict[str, int | str]]:
+    """The attn_mask as the kernels read it (broadcast to (B, Hq, Nq, Nk) by strides, no copy), its strides and
+    the defines that pick its element type."""
+    mask = call.inputs.get("attn_mask")
+    if mask is None:
+        return None, (I64(0),) * 4, {"MASK": 0}
+    (b, h, n_q, _), n_k = call.inputs["q"].shape, call.inputs["k"].shape[2]
+    view = mask.expand(b, h, n_q, n_k)
+    return view, tuple(I64(s) for s in view.stride()), {
+        "MASK": 1, "MASK_T": MASK_TYPES[mask.dtype], "MASK_BOOL": int(mask.dtype == torch.bool)}
+
+
+def shared_limit(device: torch.device) -> int:
+    props = torch.cuda.get_device_properties(device)
+    return getattr(props, "shared_memory_per_block_optin", DEFAULT_SHARED_OPTIN)
+
+
+def row_tiles(key: str, config: Mapping[str, Any], outer: int, warps: int) -> int:
+    """The m16 row tiles per warp when ``outer`` rows are split over ``warps`` warps (16 or 32 rows each)."""
+    mt = outer // (16 * warps)
+    if mt not in (1, 2) or mt * 16 * warps != outer:
+        raise UnsupportedError(f"{key}: {config} gives {outer / warps:g} rows per warp; the kernels take 16 or 32")
+    return mt
+
+
+def check_fit(key: str, config: Mapping[str, Any], call: Call, state_words: float, budget: int, shared: int) -> None:
+    """Raise UnsupportedError unless ``config`` fits ``call``: ``state_words`` 32-bit registers of tile state per
+    thread within ``budget`` (see STATE_REGISTERS), ``shared`` bytes of shared memory within the device's."""
+    if state_words > budget:
+        raise UnsupportedError(f"{key}: {config} at head dim {kernel_head_dim(call.inputs['q'].shape[3])} keeps "
+                               f"{state_words:g} registers of tile state per thread; above {budget} ptxas spills")
+    limit = shared_limit(call.device)
+    if shared > limit:
+        raise UnsupportedError(f"{key}: {config} needs {shared} bytes of shared memory; a block has {limit}")
+
+
+def call_defines(call: Call, config: Mapping[str, Any]) -> dict[str, Any]:
+    """``config`` plus the call's code-shaping defines: HEAD_DIM, CAUSAL and the mask's."""
+    return {**config, **mask_args(call)[2], "HEAD_DIM": kernel_head_dim(call.inputs["q"].shape[3]),
+            "CAUSAL": int(call.params["causal"])}
+
+
+class AttentionCuda(CudaImplementation):
+    op = "attention"
+    dtypes = {"cuda": (torch.float16, torch.bfloat16)}
+    # BLOCK_M query rows per block over WARPS warps (16 or 32 rows each); BLOCK_N keys per tile; STAGES tiles
+    # of K and V in flight. 24 points; for a call, those whose tile state overflows the registers
+    # (STATE_REGISTERS) or whose tiles overflow shared memory are rejected.
+    config_space = {"BLOCK_M": [64, 128], "BLOCK_N": [32, 64, 128], "WARPS": [4, 8], "STAGES": [2, 3]}
+    # 8 warps of 16 rows: at head dim 128, 215 registers (no spill) and 102 KiB of shared memory; at 64, two
+    # blocks per SM (cuda.cu's MIN_BLOCKS: 128 registers, 12 bytes of spill) of 54 KiB. Valid for every head
+    # dim up to 128.
+    default_config = {"BLOCK_M": 128, "BLOCK_N": 64, "WARPS": 8, "STAGES": 2}
+
+    def supports(self, call: Call) -> str | None:
+        return super().supports(call) or unsupported(call)
+
+    def shared_memory(self, call: Call, config: Mapping[str, Any]) -> dict[str, int]:
+        """Dynamic shared-memory bytes per kernel of ``config`` for ``call``, once the config fits the call."""
+        hd, bm, bn = kernel_head_dim(call.inputs["q"].shape[3]), config["BLOCK_M"], config["BLOCK_N"]
+        shared = 2 * (hd + 8) * (bm + 2 * config["STAGES"] * bn)  # q, STAGES × (K, V) tiles, rows of hd + 8
+        mt = row_tiles(self.key, config, bm, config["WARPS"])
+        state = mt * (3 * hd + 2 * bn) / 4  # o accumulators mt·hd/2, q fragments mt·hd/4, scores mt·bn/2
+        check_fit(self.key, config, call, state, STATE_REGISTERS["forward"], shared)
+        return {"attention_forward": shared}
+
+    def run(self, call: Call, config: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        trivial = trivial_forward(call)
+        if trivial is not None:
+            return trivial
+        shared = self.shared_memory(call, config)["attention_forward"]
+        q, k, v = (aligned_rows(call.inputs[name]) for name in ("q", "k", "v"))
+        (batch, heads, n_q, d), (_, kv_heads, n_k, _) = q.shape, k.shape
+        o, lse = like(call, q), call.empty((batch, heads, n_q), torch.float32)
+        mask, mask_strides, _ = mask_args(call)
+        kernel = self.kernel("attention_forward", q.dtype, call_defines(call, config))
+        kernel(q, k, v, mask, o, lse, *strides(q), *strides(k), *strides(v), *strides(o), *mask_strides,
+               heads, heads // kv_heads, n_q, n_k, d, call.params["scale"] * LOG2E,
+               grid=(-(-n_q // config["BLOCK_M"]), batch * heads), block=32 * config["WARPS"], shared_mem=shared)
+        return o, lse

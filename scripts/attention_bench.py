@@ -1,0 +1,171 @@
+"""Attention forward and backward on the GPU: kernelzoo's plugins against torch's SDPA backends
+(FlashAttention-2, cuDNN, memory-efficient), per shape, in one run.
+
+    python scripts/attention_bench.py [--out DIR] [--quick]
+
+Shapes (the attention issue's): float16, D 64 and 128, causal and not, N 1024 / 4096 / 16384 with
+B=4, H=32, and N=16384 with B=1. Every candidate is checked against torch's FLASH backend on the
+same inputs before it is timed (a wrong kernel is reported, not timed). Times are medians of CUDA
+events with the L2 flushed (kernelzoo.timing); TFLOP/s count the op's FLOPs (forward 4·B·H·N²·D,
+halved when causal; backward 2.5× the forward). Writes attention_bench.json, a markdown table and
+a plot (attention_bench.png) under --out, and prints the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from kernelzoo import dispatch, ops
+from kernelzoo.registry import registry
+from kernelzoo.timing import time_fn
+
+BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
+            "efficient": SDPBackend.EFFICIENT_ATTENTION}
+
+
+def shapes(quick: bool) -> list[tuple[int, int, int, int, bool]]:
+    sizes = [(4, 1024), (4, 4096)] if quick else [(4, 1024), (4, 4096), (4, 16384), (1, 16384)]
+    return [(b, 32, n, d, causal) for d in (64, 128) for b, n in sizes for causal in (False, True)]
+
+
+def sdpa(backend: SDPBackend, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
+    with sdpa_kernel([backend]):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+
+def close(a: torch.Tensor, b: torch.Tensor) -> float:
+    """Largest error relative to b's largest magnitude."""
+    return float((a.float() - b.float()).abs().max() / b.float().abs().max().clamp_min(1e-6))
+
+
+def bench_shape(b: int, h: int, n: int, d: int, causal: bool, budget_ms: float) -> dict:
+    g = torch.Generator(device="cuda").manual_seed(n * d + causal)
+    q, k, v, do = (torch.randn((b, h, n, d), device="cuda", dtype=torch.float16, generator=g) for _ in range(4))
+    fwd_spec, bwd_spec = registry.op("attention"), registry.op("attention_backward")
+    fwd_call = fwd_spec.check(q, k, v, causal=causal)
+    flops = fwd_spec.flops(fwd_call)
+    row: dict = {"shape": f"{b}x{h}x{n}x{d}", "causal": causal, "fwd": {}, "bwd": {}, "errors": {}}
+
+    # reference output and gradients from the FLASH backend
+    qr, kr, vr = (t.clone().requires_grad_() for t in (q, k, v))
+    o_ref = sdpa(SDPBackend.FLASH_ATTENTION, qr, kr, vr, causal)
+    grads_ref = torch.autograd.grad(o_ref, (qr, kr, vr), do)
+
+    def record(kind: str, name: str, fn, out: torch.Tensor | tuple, ref: torch.Tensor | tuple) -> None:
+        outs = out if isinstance(out, tuple) else (out,)
+        refs = ref if isinstance(ref, tuple) else (ref,)
+        error = max(close(a, r) for a, r in zip(outs, refs))
+        row["errors"][f"{kind}/{name}"] = error
+        if error > 2e-2:
+            row[kind][name] = None
+            return
+        t = time_fn(fn, "cuda", budget_ms=budget_ms, warmup=2, min_repeats=3)
+        row[kind][name] = t.median_ms
+
+    for name, backend in BACKENDS.items():
+        try:
+            record("fwd", name, lambda be=backend: sdpa(be, q, k, v, causal), sdpa(backend, q, k, v, causal), o_ref)
+            qb, kb, vb = (t.clone().requires_grad_() for t in (q, k, v))
+            ob = sdpa(backend, qb, kb, vb, causal)
+            record("bwd", name, lambda ob=ob, qb=qb, kb=kb, vb=vb: torch.autograd.grad(ob, (qb, kb, vb), do,
+                                                                                       retain_graph=True),
+                   torch.autograd.grad(ob, (qb, kb, vb), do, retain_graph=True), grads_ref)
+        except RuntimeError as exc:  # a backend that refuses the shape
+            row["errors"][f"fwd/{name}"] = f"unavailable: {str(exc).splitlines()[0][:80]}"
+
+    for impl in registry.implementations("attention"):
+        if impl.plugin not in ("triton", "cuda") or not registry.availability(impl) or impl.supports(fwd_call):
+            continue
+        config = impl.config()
+        o, lse = impl.run(fwd_call, config)
+        record("fwd", impl.plugin, lambda impl=impl, c=config: impl.run(fwd_call, c), o, o_ref)
+        bwd_impl = registry.impl("attention_backward", impl.plugin)
+        bwd_call = bwd_spec.check(q, k, v, o, lse, do, causal=causal)
+        if registry.availability(bwd_impl) and not bwd_impl.supports(bwd_call):
+            bc = bwd_impl.config()
+            record("bwd", impl.plugin, lambda i=bwd_impl, c=bc, call=bwd_call: i.run(call, c),
+                   tuple(bwd_impl.run(bwd_call, bc)), grads_ref)
+
+    o = ops.attention(q, k, v, causal=causal)
+    record("fwd", "dispatch", lambda: ops.attention(q, k, v, causal=causal), o, o_ref)
+    row["dispatch_choice"] = dispatch.explain("attention", q, k, v, causal=causal).plugin
+    row["fwd_tflops"] = {k: flops / (t * 1e-3) / 1e12 for k, t in row["fwd"].items() if t}
+    row["bwd_tflops"] = {k: 2.5 * flops / (t * 1e-3) / 1e12 for k, t in row["bwd"].items() if t}
+    return row
+
+
+def table(rows: list[dict]) -> str:
+    names = ["flash", "cudnn", "efficient", "triton", "cuda"]
+    head = "| shape B×H×N×D | causal | pass | " + " | ".join(names) + " | triton/flash | triton/cudnn | cuda/flash |"
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for row in rows:
+        for kind in ("fwd", "bwd"):
+            tf = row[f"{kind}_tflops"]
+
+            def ratio(a: str, b: str, tf: dict = tf) -> str:
+                return f"{tf[a] / tf[b]:.2f}×" if tf.get(a) and tf.get(b) else "–"
+            cells = [f"{tf[n]:.0f}" if tf.get(n) else "–" for n in names]
+            lines.append(f"| {row['shape']} | {'yes' if row['causal'] else 'no'} | {kind} | " + " | ".join(cells)
+                         + f" | {ratio('triton', 'flash')} | {ratio('triton', 'cudnn')} | {ratio('cuda', 'flash')} |")
+    return "\n".join(lines)
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(14, 5), sharey=True)
+    labels = [f"{r['shape'].split('x', 2)[2]}{' c' if r['causal'] else ''}\nB{r['shape'].split('x')[0]}" for r in rows]
+    names = ["flash", "cudnn", "triton", "cuda"]
+    for ax, kind in zip(axes, ("fwd", "bwd")):
+        width = 0.8 / len(names)
+        for i, name in enumerate(names):
+            values = [r[f"{kind}_tflops"].get(name, 0) for r in rows]
+            ax.bar([x + i * width for x in range(len(rows))], values, width, label=name)
+        ax.set_xticks([x + 0.4 - width / 2 for x in range(len(rows))], labels, fontsize=7)
+        ax.set_title(f"attention {'forward' if kind == 'fwd' else 'backward'}, float16 (N×D, c = causal)")
+        ax.set_ylabel("TFLOP/s")
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=".")
+    parser.add_argument("--quick", action="store_true", help="N 1024 and 4096 only")
+    parser.add_argument("--budget-ms", type=float, default=150.0)
+    args = parser.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    rows = []
+    for shape in shapes(args.quick):
+        rows.append(bench_shape(*shape, budget_ms=args.budget_ms))
+        print(json.dumps({k: rows[-1][k] for k in ("shape", "causal", "fwd_tflops", "bwd_tflops")}), flush=True)
+    meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+            "triton": __import__("triton").__version__, "python": platform.python_version(),
+            "date": time.strftime("%Y-%m-%d"), "seconds": round(time.perf_counter() - start, 1)}
+    (out / "attention_bench.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    text = table(rows)
+    (out / "attention_bench.md").write_text(text + "\n")
+    plot(rows, out / "attention_bench.png")
+    print(json.dumps(meta))
+    print(text)
+    wrong = {k: v for r in rows for k, v in r["errors"].items() if isinstance(v, float) and v > 2e-2}
+    if wrong:
+        print(f"MISMATCHES: {wrong}", file=sys.stderr)
+    return 1 if wrong else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,185 @@
+"""The cuda plugins of attention and attention_backward on the GPU: correctness on odd shapes, then speed.
+
+    python scripts/attention_cuda_check.py [--all-configs] [--skip-timing] [--budget-ms MS]
+
+1. Every kernel's resources (registers per thread, static shared and local memory: local > 0 means spills)
+   for the default config at head dims 64 and 128, causal and not.
+2. Forward (o, lse) and backward (dq, dk, dv) against the float64 reference on odd shapes (N = 1, 17, 97,
+   1025; Nq ≠ Nk both ways; causal and not; D 64 and 128; GQA 8:1; one key-padding mask), float16 and bfloat16,
+   with the default config and the first value of every config entry (--all-configs: every config that
+   fits). Each line gives every output's max abs error / the bound of the spec's rule (verify(): 2 × the
+   error of the same math in the input precision + an absolute term).
+3. Times (median of CUDA events, L2 flushed: kernelzoo.timing) at B=4 H=32 N=4096, D 64 / 128, causal and
+   not, float16, against torch's SDPA FLASH_ATTENTION backend (FlashAttention-2, through the torch plugins,
+   which call its aten ops); TFLOP/s count forward 4·B·H·N²·D (halved when causal), backward 2.5× that.
+Exits 1 on any mismatch or error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+import time
+from typing import Any
+
+import torch
+from kernelzoo_plugins.attention import attention_backward_math, attention_math, lse_atol, output_atol
+from kernelzoo_plugins.attention.cuda import call_defines
+
+from kernelzoo.errors import UnsupportedError
+from kernelzoo.registry import Call, poison_outputs, randn, registry
+from kernelzoo.timing import time_fn
+
+DEVICE = "cuda"
+FWD, BWD = registry.op("attention"), registry.op("attention_backward")
+FWD_CUDA, BWD_CUDA = registry.impl("attention", "cuda"), registry.impl("attention_backward", "cuda")
+KERNELS = {FWD_CUDA: ("attention_forward",),
+           BWD_CUDA: ("attention_backward_delta", "attention_backward_dkdv", "attention_backward_dq")}
+# (B, Hq, Hk, Nq, Nk, causal, mask): the head dim and dtype vary outside
+SHAPES = [
+    (1, 2, 2, 1, 1, False, False), (2, 2, 2, 17, 17, True, False), (1, 2, 2, 97, 97, False, False),
+    (1, 2, 2, 97, 97, True, False), (1, 2, 2, 1025, 1025, False, False), (1, 2, 2, 1025, 1025, True, False),
+    (1, 2, 2, 17, 1025, True, False), (1, 2, 2, 1025, 97, True, False), (1, 2, 2, 97, 1025, False, False),
+    (2, 8, 1, 97, 97, True, False), (1, 8, 1, 1025, 1025, False, False), (2, 4, 2, 97, 1025, False, True),
+]
+
+
+def configs(impl: Any, all_configs: bool) -> list[dict]:
+    if all_configs:
+        space = impl.config_space
+        return [dict(zip(space, values)) for values in itertools.product(*space.values())]
+    return [impl.config(), impl.config({k: v[0] for k, v in impl.config_space.items()})]
+
+
+def resources() -> None:
+    print("kernel resources, default config (registers/thread, static shared, local bytes: > 0 = spills; "
+          "dynamic shared):")
+    for impl, names in KERNELS.items():
+        for d, causal in itertools.product((64, 128), (False, True)):
+            q = torch.zeros((1, 1, 128, d), device=DEVICE, dtype=torch.float16)
+            call = FWD.check(q, q, q, causal=causal) if impl is FWD_CUDA else BWD.check(
+                q, q, q, q, torch.zeros((1, 1, 128), device=DEVICE), q, causal=causal)
+            config = impl.config()
+            shared = impl.shared_memory(call, config)
+            for name in names:
+                a = impl.kernel(name, torch.float16, call_defines(call, config)).attributes()
+                print(f"  {name:26s} D={d:3d} causal={causal!s:5s} regs {a['registers']:3d}  static "
+                      f"{a['static_shared_bytes']:5d} B  local {a['local_bytes']:4d} B  dynamic "
+                      f"{shared[name]:6d} B")
+
+
+def errors(call: Call, outs: tuple, refs: tuple) -> str:
+    """Each output's max abs error against the float64 reference, over the bound of the spec's rule (verify():
+    2 × the error of the same math in the input precision + an absolute term), as 'name error/bound'."""
+    i, p = call.inputs, call.params
+    if call.op is FWD:
+        names, atols = ("o", "lse"), (output_atol(call.dtype, refs[0]), lse_atol(call.dtype))
+        base = attention_math(i["q"], i["k"], i["v"], i.get("attn_mask"), p["causal"], p["scale"], call.dtype)
+    else:
+        names, atols = ("dq", "dk", "dv"), tuple(output_atol(call.dtype, r) for r in refs)
+        base = attention_backward_math(i["q"], i["k"], i["v"], i["do"], i.get("attn_mask"), p["causal"], p["scale"],
+                                       call.dtype, o=i["o"])
+    parts = []
+    for name, out, ref, b, atol in zip(names, outs, refs, base, atols):
+        finite = torch.isfinite(ref)
+
+        def err(t: torch.Tensor, ref: torch.Tensor = ref, finite: torch.Tensor = finite) -> float:
+            return float((t.double() - ref)[finite].abs().max()) if bool(finite.any()) else 0.0
+        parts.append(f"{name} {err(out):.1e}/{2 * err(b) + atol:.1e}")
+    return " ".join(parts)
+
+
+def check_correctness(all_configs: bool) -> int:
+    failures = 0
+    g = torch.Generator().manual_seed(0)
+    for d, dtype, (b, hq, hk, nq, nk, causal, masked) in itertools.product(
+            (64, 128), (torch.float16, torch.bfloat16), SHAPES):
+        q, k, v = (randn((b, h, n, d), DEVICE, dtype, g) for h, n in ((hq, nq), (hk, nk), (hk, nk)))
+        kwargs: dict[str, Any] = {"causal": causal}
+        if masked:  # key padding: batch 0 sees its first 7 keys, batch 1 all
+            kwargs["attn_mask"] = (torch.arange(nk, device=DEVICE)[None, :]
+                                   < torch.tensor([7, nk][:b], device=DEVICE)[:, None])[:, None, None, :]
+        fwd_call = FWD.check(q, k, v, **kwargs)
+        o_ref, lse_ref = FWD.reference(fwd_call)
+        o_in = torch.empty_like(q).copy_(o_ref)
+        do = randn(q.shape, DEVICE, dtype, g)
+        bwd_call = BWD.check(q, k, v, o_in, lse_ref.float(), do, **kwargs)
+        grads_ref = BWD.reference(bwd_call)
+        label = f"{str(dtype)[6:]:8s} D={d:3d} {b}x{hq}:{hk}x{nq}:{nk}{' causal' if causal else ''}" \
+                f"{' mask' if masked else ''}"
+        for impl, call, ref in ((FWD_CUDA, fwd_call, (o_ref, lse_ref)), (BWD_CUDA, bwd_call, grads_ref)):
+            for config in configs(impl, all_configs):
+                try:
+                    with poison_outputs():
+                        out = impl.run(call, config)
+                    torch.cuda.synchronize(DEVICE)
+                except UnsupportedError:
+                    continue
+                except Exception as exc:  # a launch failure leaves the context unusable: report and stop
+                    print(f"ERROR {impl.op:18s} {label} {config}: {type(exc).__name__}: {exc}")
+                    return failures + 1
+                mismatch = call.op.verify(call, out, ref)
+                failures += mismatch is not None
+                print(f"{'ok  ' if mismatch is None else 'FAIL'} {impl.op:18s} {label} "
+                      f"{'/'.join(str(v) for v in config.values())}: {errors(call, out, ref)}"
+                      f"{'' if mismatch is None else f'  <- {mismatch}'}", flush=True)
+    return failures
+
+
+def timing(budget_ms: float) -> int:
+    failures = 0
+    torch_fwd, torch_bwd = registry.impl("attention", "torch"), registry.impl("attention_backward", "torch")
+    print("\nB=4 H=32 N=4096 float16, TFLOP/s (median ms): cuda plugin (default config) vs torch FLASH (FA2)")
+    print("| D | causal | fwd cuda | fwd flash | cuda/flash | bwd cuda | bwd flash | cuda/flash | o err vs flash |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    g = torch.Generator().manual_seed(1)
+    for d, causal in itertools.product((64, 128), (False, True)):
+        q, k, v, do = (randn((4, 32, 4096, d), DEVICE, torch.float16, g) for _ in range(4))
+        fwd_call = FWD.check(q, k, v, causal=causal)
+        o_flash, lse_flash = torch_fwd.run(fwd_call, {})
+        o, lse = FWD_CUDA.run(fwd_call, FWD_CUDA.config())
+        err = float((o.float() - o_flash.float()).abs().max())
+        lse_err = float((lse - lse_flash).abs().max())
+        if err > 1e-2 or lse_err > 1e-2:
+            failures += 1
+        bwd_call = BWD.check(q, k, v, o_flash, lse_flash, do, causal=causal)
+        flops = FWD.flops(fwd_call)
+        cells = []
+        for impl, call, factor in ((FWD_CUDA, fwd_call, 1.0), (torch_fwd, fwd_call, 1.0),
+                                   (BWD_CUDA, bwd_call, 2.5), (torch_bwd, bwd_call, 2.5)):
+            config = impl.config()
+            ms = time_fn(lambda impl=impl, call=call, config=config: impl.run(call, config), DEVICE,
+                         budget_ms=budget_ms).median_ms
+            cells.append((factor * flops / (ms * 1e-3) / 1e12, ms))
+        row = [f"{tf:.0f} ({ms:.2f})" for tf, ms in cells]
+        print(f"| {d} | {'yes' if causal else 'no'} | {row[0]} | {row[1]} | {cells[0][0] / cells[1][0]:.2f} | "
+              f"{row[2]} | {row[3]} | {cells[2][0] / cells[3][0]:.2f} | {err:.1e} (lse {lse_err:.1e}) |",
+              flush=True)
+    return failures
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--all-configs", action="store_true", help="check every config of the spaces")
+    parser.add_argument("--skip-timing", action="store_true")
+    parser.add_argument("--budget-ms", type=float, default=300.0)
+    args = parser.parse_args()
+    for impl in KERNELS:
+        available = registry.availability(impl)
+        if not available:
+            print(f"{impl.key} not available: {available.reason}")
+            return 1
+    start = time.perf_counter()
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, {time.strftime('%Y-%m-%d')}")
+    resources()
+    failures = check_correctness(args.all_configs)
+    print(f"correctness: {failures} mismatch(es), {time.perf_counter() - start:.0f} s")
+    if not args.skip_timing and not failures:
+        failures += timing(args.budget_ms)
+    print("OK" if not failures else f"FAILED: {failures}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
