@@ -94,16 +94,19 @@ def bench_shape(b: int, h: int, n: int, d: int, causal: bool, budget_ms: float) 
             record("bwd", impl.plugin, lambda i=bwd_impl, c=bc, call=bwd_call: i.run(call, c),
                    tuple(bwd_impl.run(bwd_call, bc)), grads_ref)
 
-    o = ops.attention(q, k, v, causal=causal)
+    o, lse = dispatch.run_op("attention", q, k, v, causal=causal)
     record("fwd", "dispatch", lambda: ops.attention(q, k, v, causal=causal), o, o_ref)
-    row["dispatch_choice"] = dispatch.explain("attention", q, k, v, causal=causal).plugin
+    record("bwd", "dispatch", lambda: ops.attention_backward(q, k, v, o, lse, do, causal=causal),
+           tuple(ops.attention_backward(q, k, v, o, lse, do, causal=causal)), grads_ref)
+    row["dispatch_choice"] = {"fwd": dispatch.explain("attention", q, k, v, causal=causal).plugin,
+                              "bwd": dispatch.explain("attention_backward", q, k, v, o, lse, do, causal=causal).plugin}
     row["fwd_tflops"] = {k: flops / (t * 1e-3) / 1e12 for k, t in row["fwd"].items() if t}
     row["bwd_tflops"] = {k: 2.5 * flops / (t * 1e-3) / 1e12 for k, t in row["bwd"].items() if t}
     return row
 
 
 def table(rows: list[dict]) -> str:
-    names = ["flash", "cudnn", "efficient", "triton", "cuda"]
+    names = ["flash", "cudnn", "efficient", "triton", "cuda", "dispatch"]
     head = "| shape B×H×N×D | causal | pass | " + " | ".join(names) + " | triton/flash | triton/cudnn | cuda/flash |"
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for row in rows:

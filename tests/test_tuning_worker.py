@@ -67,3 +67,17 @@ def test_a_second_run_resumes_the_study_and_measures_nothing_again(tuned):
     first = next(p for p in reports[0].plugins if p.plugin == "planted").result
     second = next(p for p in again[0].plugins if p.plugin == "planted").result
     assert second.winner == first.winner
+
+
+def test_tpe_measures_the_default_config_first(tmp_path, monkeypatch):
+    """A search smaller than the space (TPE) starts from the plugin's default config, so the stored winner
+    is never a config measured slower than the one dispatch would run untuned."""
+    with temporary_db(tmp_path, monkeypatch) as url, planted_toys(monkeypatch):
+        store = open_store(url)
+        options = TuneOptions(trials=1, timeout_s=TIMEOUT_S, budget_ms=5, warmup=1, calibrate=False)
+        with WorkerPool(TIMEOUT_S) as pool:
+            tune_op(store, pool, "kz_toy", device="cpu", plugins=["planted"], shapes=[(257,)], dtypes=["float32"],
+                    options=options)
+        configs = store.transaction(lambda s: [t.config for t in s.scalars(
+            select(TrialModel).where(TrialModel.plugin == "planted"))])
+    assert configs == [{"mode": "ok"}]

@@ -60,6 +60,8 @@ class Target:
     flags: str
     shape_text: str
     config_space: Mapping[str, list[Any]]
+    # the plugin's default config: TPE's first trial, so a winner is never a config measured slower than it
+    default_config: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def study_name(self) -> str:
@@ -150,6 +152,10 @@ def search(store: Store, pool: WorkerPool, target: Target, options: TuneOptions,
         total, todo = size, len(todo_params)
     else:
         total, todo = options.trials, max(0, options.trials - len(finished))
+        first = {k: v if k not in choices or v in choices[k] else repr(v) for k, v in target.default_config.items()}
+        if todo and not study.get_trials(deepcopy=False) and set(first) == set(choices) and \
+                all(first[k] in choices[k] for k in choices):
+            study.enqueue_trial(first)
     if todo:
         ticks = itertools.count(total - todo)
 

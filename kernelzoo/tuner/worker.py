@@ -64,7 +64,8 @@ def describe(msg: dict[str, Any]) -> dict[str, Any]:
     availability = registry.availability(impl)
     reply: dict[str, Any] = {"ok": True, "available": availability.ok, "reason": availability.reason,
                              "source_hash": impl.source_hash,
-                             "config_space": {k: list(v) for k, v in impl.config_space.items()}}
+                             "config_space": {k: list(v) for k, v in impl.config_space.items()},
+                             "default_config": {k: v for k, v in impl.default_config.items() if k in impl.config_space}}
     call = _make_call(msg, op, seed=0)
     reply.update(bucket=list(op.bucket(call)), flags=op.flags(call), flops=op.flops(call), bytes=op.bytes(call),
                  shape_text=op.shape_string(call), sizes=list(op.sizes(call)))

@@ -1,0 +1,39 @@
+"""The cuda attention kernels on odd shapes, for compute-sanitizer:
+
+    PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck python scripts/attention_sanitize.py
+
+N = 1, 97, 1025 (and Nq != Nk), causal and not, D 64 and 128, float16, forward and backward with the
+default config. Without torch's caching allocator every tensor is its own allocation, so a read or
+write past any of them is reported.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import torch
+
+from kernelzoo.registry import randn, registry
+
+FWD, BWD = registry.impl("attention", "cuda"), registry.impl("attention_backward", "cuda")
+
+
+def main() -> None:
+    g = torch.Generator().manual_seed(0)  # randn draws its seed on the CPU, its values on the GPU
+    runs = 0
+    for (nq, nk), d, causal in itertools.product([(1, 1), (97, 97), (1025, 1025), (97, 1025), (1025, 97)],
+                                                 (64, 128), (False, True)):
+        q = randn((1, 2, nq, d), "cuda", torch.float16, g)
+        k, v = (randn((1, 2, nk, d), "cuda", torch.float16, g) for _ in range(2))
+        call = registry.op("attention").check(q, k, v, causal=causal)
+        o, lse = FWD.run(call, FWD.config())
+        do = randn(o.shape, "cuda", torch.float16, g)
+        bwd_call = registry.op("attention_backward").check(q, k, v, o, lse, do, causal=causal)
+        BWD.run(bwd_call, BWD.config())
+        torch.cuda.synchronize()
+        runs += 1
+    print(f"{runs} shapes, forward and backward: done")
+
+
+if __name__ == "__main__":
+    main()
