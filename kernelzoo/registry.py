@@ -28,6 +28,7 @@ from typing import Any, ClassVar
 
 import torch
 
+from kernelzoo.backends.sources import expand_includes
 from kernelzoo.errors import ArgumentError, DeviceError, DTypeError, UnknownError
 from kernelzoo.tolerance import Mismatch, Tolerance, check_close, tolerance_for
 
@@ -299,7 +300,6 @@ class Implementation:
 
     def read_source(self, name: str) -> str:
         """The kernel source ``name`` beside the module, its ``#include "path"`` lines pasted in."""
-        from kernelzoo.backends.sources import expand_includes
         return expand_includes((self.source_dir() / name).read_text(), name, self.source_dir())
 
     @functools.cached_property

@@ -8,6 +8,7 @@ the header, checks every entry, and makes each tensor from its bytes: nothing is
 from __future__ import annotations
 
 import json
+import math
 import os
 import struct
 from collections.abc import Mapping
@@ -66,9 +67,7 @@ def load(path: str | os.PathLike, map_location: Any = None) -> dict[str, Tensor]
         start, nbytes = entry.get("offset"), entry.get("nbytes")
         if dtype is None or not isinstance(shape, list) or not isinstance(start, int) or not isinstance(nbytes, int):
             raise ValueError(f"mytorch.load: {path}: entry {name!r} is malformed: {entry}")
-        count = 1
-        for n in shape:
-            count *= n
+        count = math.prod(shape)
         itemsize = torch.empty((), dtype=dtype).element_size()
         if nbytes != count * itemsize or start < 0 or start + nbytes > len(body):
             raise ValueError(f"mytorch.load: {path}: entry {name!r} does not fit the file")

@@ -137,3 +137,18 @@ def test_optimizers_follow_torch_optim_over_several_steps(make_mine, make_ref) -
         ref_opt.step()
         for p, q in zip(model.parameters(), ref_model.parameters()):
             torch.testing.assert_close(p.data, q.detach(), rtol=1e-5, atol=1e-6, msg=lambda m, s=step: f"step {s}: {m}")
+
+
+def test_multihead_attention_merges_a_causal_mask_with_key_padding_as_torch() -> None:
+    torch.manual_seed(3)
+    ref = torch.nn.MultiheadAttention(16, 4, batch_first=True)
+    mine = nn.MultiheadAttention(16, 4, batch_first=True)
+    _from(mine, ref)
+    x = torch.randn(2, 7, 16)
+    padding = torch.zeros(2, 7, dtype=torch.bool)
+    padding[1, 5:] = True
+    causal = torch.triu(torch.ones(7, 7, dtype=torch.bool), 1)
+    xm = mytorch.from_torch(x)
+    out, _ = mine(xm, xm, xm, key_padding_mask=padding, attn_mask=causal, need_weights=False)
+    ref_out, _ = ref(x, x, x, key_padding_mask=padding, attn_mask=causal, need_weights=False)
+    torch.testing.assert_close(out.data, ref_out.detach(), rtol=1e-4, atol=1e-5)

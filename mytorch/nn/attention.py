@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 import mytorch
+from kernelzoo import ops
 from mytorch.nn import functional as F
 from mytorch.nn.layers import Linear
 from mytorch.nn.module import Module, Parameter
@@ -144,5 +145,5 @@ class MultiheadAttention(Module):
                 raise ValueError(f"MultiheadAttention: key_padding_mask has shape {tuple(padding.shape)}, "
                                  f"expected {(batch, src_len)}")
             padding = padding.view(batch, 1, 1, src_len)
-            merged = padding if merged is None else (mytorch.from_torch(merged) + mytorch.from_torch(padding)).data
+            merged = padding if merged is None else ops.add(merged, padding)
         return None if merged is None else mytorch.from_torch(merged)

@@ -245,7 +245,7 @@ class AttentionBackwardTriton(TritonImplementation):
     config_space = {"BLOCK_OUTER": [64, 128], "BLOCK_INNER": [32, 64], "num_warps": [4, 8],
                     "num_stages": [1, 2, 3, 4]}
     # the winner of `kernelzoo tune` on all six float16 D=64 keys (H200, Triton 3.6, 2026-11-21); it also ran
-    # D=128 at 1.30-1.45x the previous default (128, 32, 8, 2) through the nearest-bucket lookup
+    # D=128 at 1.33-1.59x the previous default (128, 32, 8, 2) through the nearest-bucket lookup
     default_config = {"BLOCK_OUTER": 128, "BLOCK_INNER": 64, "num_warps": 8, "num_stages": 3}
 
     def supports(self, call: Call) -> str | None:
