@@ -19,6 +19,7 @@ import os
 import pkgutil
 import sys
 import threading
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
@@ -490,3 +491,33 @@ def check_same(op: str, **tensors: torch.Tensor) -> None:
                               "expected one device")
         if t.dtype != t0.dtype:
             raise DTypeError(f"{op}: {first} is {t0.dtype} but {name} is {t.dtype}; expected one dtype")
+
+
+# (weak reference, stamp, (low, high)) by id of an integer tensor whose values were read
+_ranges: dict[int, tuple[weakref.ref, tuple, tuple[int, int]]] = {}
+
+
+def value_range(t: torch.Tensor, ignore: int | None = None) -> tuple[int, int]:
+    """(min, max) of a non-empty integer tensor, entries equal to ``ignore`` counted as 0.
+
+    Reading them costs one host sync (a GPU's queue drains). The answer is remembered for this
+    tensor object until it is written to (torch's version counter, shared by its views, moves) or
+    freed, so a backward that re-checks its forward's indices, or a buffer checked every step,
+    syncs once.
+    """
+    try:
+        stamp = (t._version, t.data_ptr(), tuple(t.shape), t.stride(), t.dtype, ignore)
+    except RuntimeError:  # inference tensors keep no version counter: nothing can be remembered
+        stamp = None
+    key = id(t)
+    seen = _ranges.get(key)
+    if stamp is not None and seen is not None and seen[0]() is t and seen[1] == stamp:
+        return seen[2]
+    values = t if ignore is None else torch.where(t == ignore, torch.zeros((), dtype=t.dtype, device=t.device), t)
+    low, high = torch.stack(torch.aminmax(values)).tolist()
+    if stamp is not None:
+        def forget(ref: weakref.ref, key: int = key) -> None:
+            if key in _ranges and _ranges[key][0] is ref:
+                del _ranges[key]
+        _ranges[key] = (weakref.ref(t, forget), stamp, (low, high))
+    return low, high

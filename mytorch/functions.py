@@ -414,6 +414,55 @@ class Index(Function):
         return grad_x, None
 
 
+class Unbind(Function):
+    """The slices of x along dim, as views. When the gradients arrive as the slices of one buffer in
+    x's layout (attention_backward writes dq, dk, dv so for a packed projection), that buffer is
+    x's gradient as it is; otherwise they are copied into a new one."""
+
+    @staticmethod
+    def forward(ctx: Context, x: torch.Tensor, dim: int) -> tuple[torch.Tensor, ...]:
+        ctx.shape, ctx.dim = x.shape, dim % x.dim()
+        return x.unbind(ctx.dim)
+
+    @staticmethod
+    def backward(ctx: Context, *grads: torch.Tensor | None) -> tuple:
+        return _stacked(grads, ctx.shape, ctx.dim), None
+
+
+def _stacked(grads: Sequence[torch.Tensor | None], shape: Sequence[int], dim: int) -> torch.Tensor:
+    """torch.stack(grads, dim) (None as zeros): a view when the grads already are its slices."""
+    first = grads[0]
+    if first is not None and len(grads) > 1 and all(g is not None and g.stride() == first.stride() for g in grads):
+        step = grads[1].data_ptr() - first.data_ptr()
+        size = first.element_size()
+        same = all(g.untyped_storage().data_ptr() == first.untyped_storage().data_ptr() for g in grads)
+        if same and step > 0 and step % size == 0 and \
+                all(g.data_ptr() - first.data_ptr() == i * step for i, g in enumerate(grads)):
+            strides = list(first.stride())
+            strides.insert(dim, step // size)
+            stacked = first.as_strided(tuple(shape), strides, first.storage_offset())
+            if _no_overlap(stacked):
+                return stacked
+    out = torch.empty(tuple(shape), dtype=next(g for g in grads if g is not None).dtype,
+                      device=next(g for g in grads if g is not None).device)
+    for i, g in enumerate(grads):
+        if g is None:
+            ops.copy_(out.select(dim, i), scalar(0.0, out))
+        else:
+            ops.copy_(out.select(dim, i), g)
+    return out
+
+
+def _no_overlap(t: torch.Tensor) -> bool:
+    """Whether no two elements of the strided view t share memory (sorted strides nest)."""
+    span = 1
+    for stride, size in sorted((s, n) for s, n in zip(t.stride(), t.shape) if n > 1):
+        if stride < span:
+            return False
+        span = stride * size
+    return True
+
+
 # --- layers -------------------------------------------------------------------------------------
 
 class Linear(Function):
@@ -522,5 +571,5 @@ class Attention(Function):
     @staticmethod
     def backward(ctx: Context, grad: torch.Tensor) -> tuple:
         q, k, v, o, lse, attn_mask = ctx.saved_tensors
-        dq, dk, dv = ops.attention_backward(q, k, v, o, lse, contiguous(grad), attn_mask=attn_mask, **ctx.params)
+        dq, dk, dv = ops.attention_backward(q, k, v, o, lse, grad, attn_mask=attn_mask, **ctx.params)
         return dq, dk, dv, None, None, None

@@ -315,6 +315,9 @@ class Tensor:
     def contiguous(self) -> Tensor:
         return self if self.is_contiguous() else F.Contiguous.apply(self)
 
+    def unbind(self, dim: int = 0) -> tuple[Tensor, ...]:
+        return F.Unbind.apply(self, dim)
+
     def __getitem__(self, index: Any) -> Tensor:
         return F.Index.apply(self, index)
 

@@ -4,16 +4,23 @@
 # On the lent GPU: `. .whl/env.sh && scripts/gpu_mytorch_tune.sh [tune options]` (logs under $OUT).
 set -uo pipefail
 out=${OUT:-/tmp/kernelzoo-gpu-mytorch-tune}
-mkdir -p "$out/before" "$out/after"
+mkdir -p "$out"
 export KERNELZOO_DB="sqlite:///$out/tuning.db"
-python3 scripts/mytorch_bench.py --out "$out/before" > "$out/before.txt" 2>&1 || { cat "$out/before.txt"; exit 1; }
+python3 scripts/mytorch_bench.py --out "$out" > "$out/before.txt" 2>&1 || { cat "$out/before.txt"; exit 1; }
 kernelzoo doctor > "$out/doctor-before.txt" 2>&1
 start=$SECONDS
 kernelzoo tune --pending --quiet "$@" > "$out/tune.txt" 2>&1
-echo "tune --pending $*: rc=$? in $((SECONDS - start)) s" | tee "$out/tune-time.txt"
+echo "tune --pending $*: rc=$? in $((SECONDS - start)) s" > "$out/tune-time.txt"
 kernelzoo show --json > "$out/winners.json" 2>/dev/null
-python3 scripts/mytorch_bench.py --out "$out/after" > "$out/after.txt" 2>&1
+python3 scripts/mytorch_bench.py --out "$out" > "$out/after.txt" 2>&1
 kernelzoo doctor > "$out/doctor-after.txt" 2>&1
-tail -n 22 "$out/after.txt"
-echo "before: $(tail -n 1 "$out/before.txt")"
-echo "after:  $(tail -n 1 "$out/after.txt")"
+python3 scripts/mytorch_profile.py --out "$out" > "$out/profile.txt" 2>&1
+{ tail -n 22 "$out/after.txt"; cat "$out/tune-time.txt"
+  echo "before: $(tail -n 1 "$out/before.txt")"; echo "after:  $(tail -n 1 "$out/after.txt")"
+  tail -n 2 "$out/profile.txt"; } > "$out/summary.txt"
+cat "$out/summary.txt"
+if [ -n "${OUT:-}" ]; then  # the lent GPU sends back at most 8 files: the logs travel as one archive
+    tar -czf /tmp/kernelzoo-logs.tgz -C "$out" --exclude tuning.db . && \
+        find "$out" -mindepth 1 ! -name tuning.db ! -name summary.txt -delete && mv /tmp/kernelzoo-logs.tgz "$out/logs.tgz"
+fi
+

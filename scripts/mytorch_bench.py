@@ -4,8 +4,9 @@ mytorch and in PyTorch eager with the same weights, on the GPU.
     python scripts/mytorch_bench.py [--out DIR] [--batch 32] [--length 256] [--dim 512] [--heads 8]
 
 A step is forward, cross-entropy, backward and an AdamW update. Both models start from the same
-weights; their first losses are compared before timing. Times are medians over --steps steps after
---warmup steps, each step ended by a device synchronisation. Prints the ratio and mytorch's per-op
+weights; their first losses are compared before timing. Each timed step draws a new batch of tokens
+(as a data loader would: index checks cannot reuse an earlier batch's). Times are medians over
+--steps steps after --warmup steps, each step ended by a device synchronisation. Prints the ratio and mytorch's per-op
 trace of one step; writes mytorch_bench.json under --out.
 """
 
@@ -60,15 +61,17 @@ class TorchTransformer(torch.nn.Module):
         return self.head(self.norm(x))
 
 
-def timed(step, warmup: int, steps: int, device: str) -> list[float]:
+def timed(step, batch, warmup: int, steps: int, device: str) -> list[float]:
+    """Step times in ms; ``batch()`` makes each step's inputs before its clock starts."""
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     for _ in range(warmup):
-        step()
+        step(*batch())
     times = []
     for _ in range(steps):
+        inputs = batch()
         sync()
         start = time.perf_counter()
-        step()
+        step(*inputs)
         sync()
         times.append((time.perf_counter() - start) * 1e3)
     return times
@@ -93,34 +96,38 @@ def main() -> int:
     ref.load_state_dict({k: v.data for k, v in mine.state_dict().items()})
     tokens = torch.randint(0, args.vocab, (args.batch, args.length), device=device)
     target = torch.randint(0, args.vocab, (args.batch, args.length), device=device)
-    x, y = mytorch.from_torch(tokens), mytorch.from_torch(target)
     opt = mytorch.optim.AdamW(mine.parameters(), lr=1e-4)
     ref_opt = torch.optim.AdamW(ref.parameters(), lr=1e-4, foreach=True)
     loss_fn = mytorch.nn.CrossEntropyLoss()
 
-    def mytorch_step() -> float:
+    def mytorch_step(tokens: torch.Tensor, target: torch.Tensor) -> mytorch.Tensor:
+        x, y = mytorch.from_torch(tokens), mytorch.from_torch(target)
         opt.zero_grad()
         loss = loss_fn(mine(x).view(-1, args.vocab), y.view(-1))
         loss.backward()
         opt.step()
         return loss
 
-    def torch_step() -> float:
+    def torch_step(tokens: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         ref_opt.zero_grad(set_to_none=True)
         loss = torch.nn.functional.cross_entropy(ref(tokens).view(-1, args.vocab), target.view(-1))
         loss.backward()
         ref_opt.step()
         return loss
 
-    first, ref_first = mytorch_step().item(), torch_step().item()
+    def batch() -> tuple[torch.Tensor, torch.Tensor]:
+        return (torch.randint(0, args.vocab, (args.batch, args.length), device=device),
+                torch.randint(0, args.vocab, (args.batch, args.length), device=device))
+
+    first, ref_first = mytorch_step(tokens, target).item(), torch_step(tokens, target).item()
     print(f"first loss: mytorch {first:.5f}, torch {ref_first:.5f}")
     if abs(first - ref_first) > 1e-3 * max(1.0, abs(ref_first)):
         print("MISMATCH: the two models disagree on the first loss", file=sys.stderr)
         return 1
-    mine_ms = timed(mytorch_step, args.warmup, args.steps, device)
-    ref_ms = timed(torch_step, args.warmup, args.steps, device)
+    mine_ms = timed(mytorch_step, batch, args.warmup, args.steps, device)
+    ref_ms = timed(torch_step, batch, args.warmup, args.steps, device)
     with mytorch.trace(print_table=False) as trace:
-        mytorch_step()
+        mytorch_step(*batch())
     name = torch.cuda.get_device_name() if device == "cuda" else "cpu"
     result = {"config": vars(args), "device": name, "torch": torch.__version__,
               "date": time.strftime("%Y-%m-%d"), "mytorch_ms": statistics.median(mine_ms),

@@ -4,7 +4,7 @@ and non-contiguous cases; a finite-difference check for a handful of ops."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import pytest
 import torch
@@ -25,6 +25,14 @@ def r(*shape: int, positive: bool = False) -> Callable[[torch.Generator], torch.
 
 def transposed(*shape: int) -> Callable[[torch.Generator], torch.Tensor]:
     return lambda g: torch.randn(tuple(reversed(shape)), generator=g).t()
+
+
+def sum_of(parts: Sequence) -> object:
+    """parts[0] + 2·parts[1] + 3·parts[2] + ...: each slice gets a different gradient."""
+    total = parts[0]
+    for i, part in enumerate(parts[1:], 2):
+        total = total + part * float(i)
+    return total
 
 
 def _conv_case(stride: int, padding: int, dilation: int) -> tuple:
@@ -77,6 +85,9 @@ CASES: list[tuple] = [
      lambda a: a.permute(2, 0, 1).transpose(0, 1).contiguous()),
     ("index-slices", [r(6, 8)], lambda a: a[1:5:2, ::3] * 3.0, lambda a: a[1:5:2, ::3] * 3.0),
     ("index-int-none", [r(6, 8)], lambda a: a[2, None, 1:], lambda a: a[2, None, 1:]),
+    ("unbind-used-twice", [r(4, 3, 5)], lambda a: a.unbind(1)[0] * a.unbind(1)[2],
+     lambda a: a.unbind(1)[0] * a.unbind(1)[2]),
+    ("unbind-all", [r(4, 3, 5)], lambda a: sum_of(a.unbind(-2)), lambda a: sum_of(a.unbind(-2))),
     ("expand", [r(1, 5)], lambda a: a.expand(4, 5) * 1.0, lambda a: a.expand(4, 5) * 1.0),
     ("unsqueeze-squeeze-flatten", [r(3, 1, 4)], lambda a: a.squeeze(1).unsqueeze(0).flatten(),
      lambda a: a.squeeze(1).unsqueeze(0).flatten()),

@@ -152,3 +152,40 @@ def test_multihead_attention_merges_a_causal_mask_with_key_padding_as_torch() ->
     out, _ = mine(xm, xm, xm, key_padding_mask=padding, attn_mask=causal, need_weights=False)
     ref_out, _ = ref(x, x, x, key_padding_mask=padding, attn_mask=causal, need_weights=False)
     torch.testing.assert_close(out.data, ref_out.detach(), rtol=1e-4, atol=1e-5)
+
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+@pytest.mark.parametrize("plugin", ["openmp", "triton", "cuda"])
+def test_self_attention_backward_hands_the_packed_gradient_on_without_copies(plugin: str, device: str) -> None:
+    """q, k and v are views of one in-projection; attention_backward writes dq, dk, dv as slices of
+    one buffer, which unbind's backward passes on as the projection's gradient: no copy_, no add."""
+    import kernelzoo
+    from kernelzoo import dispatch
+    from kernelzoo.registry import registry
+
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    for op in ("attention_backward", "linear_backward"):
+        impl = registry.impl(op, plugin)
+        availability = registry.availability(impl)
+        if not availability:
+            pytest.skip(f"{op}/{plugin}: {availability.reason}")
+        if torch.float32 not in impl.dtypes.get(device, ()) or device not in impl.devices():
+            pytest.skip(f"{op}/{plugin} takes no float32 on {device} (its conformance covers the packed layout)")
+    torch.manual_seed(2)
+    ref = torch.nn.MultiheadAttention(32, 4, batch_first=True, device=device)
+    mine = nn.MultiheadAttention(32, 4, batch_first=True, device=device)
+    _from(mine, ref)
+    x = torch.randn(2, 9, 32, device=device)
+    xm, xr = mytorch.from_torch(x, requires_grad=True), x.clone().requires_grad_()
+    out = mine(xm, xm, xm, need_weights=False)[0]
+    grad = torch.randn(out.shape, device=device)
+    ran: list[str] = []
+    with kernelzoo.use(plugin), dispatch.observe(lambda op, call, choice, seconds: ran.append(op.name)):
+        out.backward(mytorch.from_torch(grad))
+    ref(xr, xr, xr, need_weights=False)[0].backward(grad)
+    assert "attention_backward" in ran
+    assert "copy_" not in ran and "add" not in ran, ran
+    torch.testing.assert_close(xm.grad.data, xr.grad, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(mine.in_proj_weight.grad.data, ref.in_proj_weight.grad, rtol=1e-4, atol=1e-5)

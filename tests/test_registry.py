@@ -202,3 +202,38 @@ def test_run_op_returns_every_output_without_torch_autograd() -> None:
     y, mean, rstd = kernelzoo.dispatch.run_op("layer_norm", x, 6)
     assert y.shape == (4, 6) and mean.shape == rstd.shape and mean.numel() == 4
     assert not y.requires_grad
+
+
+def test_value_range_reads_once_per_tensor_until_it_is_written(monkeypatch) -> None:
+    reg = sys.modules["kernelzoo.registry"]  # the module (kernelzoo.registry is also the Registry)
+    reads = []
+    aminmax = torch.aminmax
+    monkeypatch.setattr(reg.torch, "aminmax", lambda t: reads.append(1) or aminmax(t))
+    t = torch.tensor([3, -100, 7, 1])
+    assert reg.value_range(t) == (-100, 7)
+    assert reg.value_range(t) == (-100, 7) and len(reads) == 1
+    assert reg.value_range(t, ignore=-100) == (0, 7) and len(reads) == 2  # another question: read again
+    t[1] = 9  # a write through the tensor itself
+    assert reg.value_range(t) == (1, 9) and len(reads) == 3
+    t.view(2, 2)[0, 0] = 12  # a write through a view moves the shared version counter too
+    assert reg.value_range(t) == (1, 12) and len(reads) == 4
+    assert reg.value_range(t.clone()) == (1, 12) and len(reads) == 5  # another tensor
+    key = id(t)
+    del t
+    assert key not in reg._ranges  # forgotten with the tensor
+
+
+def test_a_backward_reuses_its_forwards_index_check(monkeypatch) -> None:
+    from kernelzoo import ops
+
+    reg = sys.modules["kernelzoo.registry"]  # the module (kernelzoo.registry is also the Registry)
+    reads = []
+    aminmax = torch.aminmax
+    monkeypatch.setattr(reg.torch, "aminmax", lambda t: reads.append(1) or aminmax(t))
+    indices = torch.tensor([[0, 4, 2], [4, 4, 1]])
+    weight = torch.randn(5, 3, requires_grad=True)
+    ops.embedding(indices, weight).sum().backward()
+    assert len(reads) == 1
+    with pytest.raises(errors.ArgumentError, match="indices hold 5"):
+        indices[0, 0] = 5
+        ops.embedding(indices, weight)

@@ -75,9 +75,8 @@ class MultiheadAttention(Module):
             weights = (self.q_proj_weight, self.k_proj_weight, self.v_proj_weight)
             return tuple(F.linear(x, w, bias) for x, w, bias in zip((query, key, value), weights, biases))
         w = self.in_proj_weight
-        if query is key and key is value:  # self-attention: one product, then views
-            qkv = F.linear(query, w, b).view(*query.shape[:-1], 3, e)
-            return qkv[..., 0, :], qkv[..., 1, :], qkv[..., 2, :]
+        if query is key and key is value:  # self-attention: one product, then views of it
+            return F.linear(query, w, b).view(*query.shape[:-1], 3, e).unbind(-2)
         return (F.linear(query, w[:e], biases[0]), F.linear(key, w[e:2 * e], biases[1]),
                 F.linear(value, w[2 * e:], biases[2]))
 

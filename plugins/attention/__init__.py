@@ -213,10 +213,11 @@ def attention_backward_math(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, d
 # --- helpers for implementations -------------------------------------------------------------
 
 def like(call: Call, t: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
-    """A new output of t's shape on the call's device: in (B, N, H, D) memory order when t is (the
-    layout a projection gives, so o.transpose(1, 2).reshape(B, N, H·D) stays a view), else contiguous."""
+    """A new output of t's shape on the call's device: in (B, N, H, D) memory order when t's rows
+    lie further apart than its heads (the layout a projection gives, alone or packed with others,
+    so that o.transpose(1, 2).reshape(B, N, H·D) stays a view), else contiguous."""
     b, h, n, d = t.shape
-    if t.permute(0, 2, 1, 3).is_contiguous() and not t.is_contiguous():
+    if h > 1 and n > 1 and t.stride(2) > t.stride(1):
         return call.empty((b, n, h, d), dtype).transpose(1, 2)
     return call.empty((b, h, n, d), dtype)
 
@@ -517,6 +518,7 @@ def case_specs() -> list[tuple[str, CaseSpec, bool]]:
         ("bnhd", c(2, 3, 3, 19, 19, 64, layout="bnhd"), True),
         ("bnhd-gqa4-causal", c(2, 4, 1, 33, 49, 32, causal=True, layout="bnhd"), True),
         ("sliced", c(1, 2, 2, 23, 23, 32, layout="sliced"), True),
+        ("packed-qkv-causal", c(2, 3, 3, 21, 21, 64, causal=True, layout="packed"), True),
         ("empty-nq0", c(1, 2, 2, 0, 5, 32), True),
         ("empty-nk0", c(1, 2, 2, 5, 0, 32), True),
         ("empty-batch0", c(0, 2, 2, 5, 5, 32), True),
@@ -527,7 +529,12 @@ def make_qkv(spec: CaseSpec, device: torch.device, dtype: torch.dtype,
              g: torch.Generator) -> tuple[tuple[torch.Tensor, ...], dict[str, Any]]:
     """The case's q, k, v (in its layout) and keywords (causal, scale, attn_mask)."""
     b, hq, hk, nq, nk, d = spec["sizes"]
-    qkv = tuple(case_tensor((b, h, n, d), spec["layout"], device, dtype, g) for h, n in ((hq, nq), (hk, nk), (hk, nk)))
+    if spec["layout"] == "packed":  # self-attention's fused in-projection: (B, N, 3·H·D) viewed as (B, N, 3, H, D)
+        packed = randn((b, nq, 3, hq, d), device, dtype, g)
+        qkv = tuple(packed[:, :, i].transpose(1, 2) for i in range(3))
+    else:
+        qkv = tuple(case_tensor((b, h, n, d), spec["layout"], device, dtype, g)
+                    for h, n in ((hq, nq), (hk, nk), (hk, nk)))
     kwargs: dict[str, Any] = {"causal": spec["causal"], "scale": spec["scale"]}
     if spec["mask"]:
         kwargs["attn_mask"] = _mask(spec["mask"], b, hq, nq, nk, device, dtype, g)

@@ -52,12 +52,29 @@ def forward_outputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kwargs: d
     return torch.empty_like(q).copy_(o), lse.float()
 
 
+def gradients_like(call: Call) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """New dq, dk, dv in the memory order of q, k and v (see ``like``). When q, k and v are the three
+    slices of one packed projection ((B, N, 3, H, D) memory: self-attention's fused in-projection),
+    the gradients are the three slices of one new packed buffer, so that a framework can hand the
+    projection's backward a single gradient without copying."""
+    q, k, v = (call.inputs[name] for name in ("q", "k", "v"))
+    b, h, n, d = q.shape
+    step = h * d
+    packed = (q.shape == k.shape == v.shape and q.stride() == k.stride() == v.stride() == (3 * n * step, d, 3 * step, 1)
+              and q.untyped_storage().data_ptr() == k.untyped_storage().data_ptr() == v.untyped_storage().data_ptr()
+              and k.data_ptr() - q.data_ptr() == v.data_ptr() - k.data_ptr() == step * q.element_size())
+    if packed:
+        buffer = call.empty((b, n, 3, h, d))
+        return buffer[:, :, 0].transpose(1, 2), buffer[:, :, 1].transpose(1, 2), buffer[:, :, 2].transpose(1, 2)
+    return like(call, q), like(call, k), like(call, v)
+
+
 def trivial_backward(call: Call) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
     """Zero gradients of a call with no work (an empty dimension, or no key), else None."""
     q, k = call.inputs["q"], call.inputs["k"]
     if q.numel() and k.shape[2]:
         return None
-    return tuple(like(call, call.inputs[name]).zero_() for name in ("q", "k", "v"))  # type: ignore[return-value]
+    return tuple(g.zero_() for g in gradients_like(call))  # type: ignore[return-value]
 
 
 class AttentionBackward(AttentionSpecBase):

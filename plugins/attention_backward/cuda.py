@@ -15,7 +15,6 @@ import torch
 from kernelzoo.backends.cuda import CudaImplementation
 from kernelzoo.registry import Call
 
-from ..attention import like
 from ..attention.cuda import (
     LOG2E,
     STATE_REGISTERS,
@@ -28,7 +27,7 @@ from ..attention.cuda import (
     strides,
     unsupported,
 )
-from . import trivial_backward
+from . import gradients_like, trivial_backward
 
 DELTA_ROWS = 32  # rows per block of the delta kernel (256 threads, 8 a row)
 
@@ -67,7 +66,7 @@ class AttentionBackwardCuda(CudaImplementation):
         q, k, v, o, do = (aligned_rows(call.inputs[name]) for name in ("q", "k", "v", "o", "do"))
         lse = call.inputs["lse"].contiguous()
         (batch, heads, n_q, d), (_, kv_heads, n_k, _) = q.shape, k.shape
-        dq, dk, dv = like(call, q), like(call, k), like(call, v)
+        dq, dk, dv = gradients_like(call)
         delta = torch.empty((batch, heads, n_q), dtype=torch.float32, device=q.device)
         mask, mask_strides, _ = mask_args(call)
         defines = call_defines(call, config)

@@ -8,9 +8,8 @@ import torch
 from kernelzoo.backends.openmp import OpenMPImplementation, ptr, thread_counts
 from kernelzoo.registry import Call
 
-from ..attention import like
 from ..attention.openmp import CDEF, CONFIG_SPACE, NULL, dims, mask_view, rows_contiguous
-from . import trivial_backward
+from . import gradients_like, trivial_backward
 
 
 class AttentionBackwardOpenMP(OpenMPImplementation):
@@ -28,7 +27,7 @@ class AttentionBackwardOpenMP(OpenMPImplementation):
             return trivial
         q, k, v, o, do = (rows_contiguous(call.inputs[name]) for name in ("q", "k", "v", "o", "do"))
         lse, mask = call.inputs["lse"].contiguous(), mask_view(call)
-        dq, dk, dv = like(call, q), like(call, k), like(call, v)
+        dq, dk, dv = gradients_like(call)
         shape = dims(call, q=q, k=k, v=v, o=o, d_o=do, dq=dq, dk=dk, dv=dv, mask=mask)
         lib = self.library(BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"])
         lib.attention_backward(ptr(q), ptr(k), ptr(v), ptr(mask) if mask is not None else NULL, ptr(o), ptr(lse),

@@ -23,9 +23,8 @@ import triton.language as tl
 from kernelzoo.backends.triton import TritonImplementation
 from kernelzoo.registry import Call
 
-from ..attention import like
 from ..attention.triton import LOG2E, MAX_GRID_Y, apply_mask, head_block, launch, mask_args, precision, rows_contiguous
-from . import trivial_backward
+from . import gradients_like, trivial_backward
 
 
 @triton.jit
@@ -268,7 +267,7 @@ class AttentionBackwardTriton(TritonImplementation):
         q, k, v, o, do = (rows_contiguous(call.inputs[name]) for name in ("q", "k", "v", "o", "do"))
         lse = call.inputs["lse"].contiguous()
         (batch, heads, n_q, d), (_, kv_heads, n_k, _) = q.shape, k.shape
-        dq, dk, dv = like(call, q), like(call, k), like(call, v)
+        dq, dk, dv = gradients_like(call)
         delta = torch.empty((batch, heads, n_q), dtype=torch.float32, device=q.device)
         mask, mask_strides, mask_bool = mask_args(call)
         mask_arg = mask if mask is not None else q

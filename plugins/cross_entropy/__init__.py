@@ -31,7 +31,7 @@ import torch
 
 from kernelzoo import dispatch
 from kernelzoo.errors import ArgumentError, DeviceError, DTypeError
-from kernelzoo.registry import BadCase, Call, Case, Op, check_tensor, randn
+from kernelzoo.registry import BadCase, Call, Case, Op, check_tensor, randn, value_range
 from kernelzoo.tolerance import Tolerance, tolerance_for
 
 REDUCTIONS = ("none", "mean", "sum")
@@ -81,9 +81,9 @@ def check_target(op: str, logits: Any, target: Any, ignore_index: Any) -> int:
         raise ArgumentError(f"{op}: logits have 0 classes; expected at least 1")
     if isinstance(ignore_index, bool) or not isinstance(ignore_index, numbers.Integral):
         raise ArgumentError(f"{op}: ignore_index must be an int, got {ignore_index!r}")
-    used = target[target != ignore_index]
-    if used.numel():
-        low, high = int(used.min()), int(used.max())  # one sync: torch's GPU kernels would assert instead
+    if target.numel():
+        # one host sync per target tensor (remembered for the backward); torch's GPU kernels assert instead
+        low, high = value_range(target, ignore=ignore_index)
         if low < 0 or high >= classes:
             bad = low if low < 0 else high
             raise ArgumentError(f"{op}: target holds class {bad}, outside [0, {classes}) and not "

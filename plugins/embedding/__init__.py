@@ -21,7 +21,7 @@ import torch
 
 from kernelzoo import dispatch
 from kernelzoo.errors import ArgumentError, DeviceError, DTypeError
-from kernelzoo.registry import BadCase, Call, Case, Op, check_tensor, randn
+from kernelzoo.registry import BadCase, Call, Case, Op, check_tensor, randn, value_range
 
 INDEX_DTYPES = (torch.int64, torch.int32)
 # Elements above this are too slow for Triton's interpreter in CI (its programs run in Python).
@@ -37,7 +37,7 @@ def check_indices(op: str, indices: Any, num_weights: int, device: torch.device)
     if indices.device != device:
         raise DeviceError(f"{op}: weight is on {device} but indices are on {indices.device}; expected one device")
     if indices.numel():
-        low, high = torch.stack(torch.aminmax(indices)).tolist()  # one device-to-host copy (a GPU sync)
+        low, high = value_range(indices)  # one host sync per indices tensor (remembered for the backward)
         if low < 0 or high >= num_weights:
             bad = low if low < 0 else high
             raise ArgumentError(f"{op}: indices hold {bad}, outside [0, {num_weights}) (the rows of weight)")

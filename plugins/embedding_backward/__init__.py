@@ -40,11 +40,11 @@ def sorted_rows(indices: torch.Tensor, num_weights: int) -> tuple[torch.Tensor, 
     """(order, starts): the index positions sorted by index (stable: increasing positions within an index),
     and starts (num_weights + 1,) with row v's positions at order[starts[v]:starts[v + 1]] (int64)."""
     flat = indices.reshape(-1).long()
-    order = torch.sort(flat, stable=True).indices
-    counts = torch.bincount(flat, minlength=num_weights)
-    starts = torch.zeros(num_weights + 1, dtype=torch.int64, device=flat.device)
-    torch.cumsum(counts, 0, out=starts[1:])
-    return order, starts
+    values, order = torch.sort(flat, stable=True)
+    # starts[v] = how many indices are below v; a binary search per row, no host sync (bincount
+    # syncs on the GPU to size its output)
+    rows = torch.arange(num_weights + 1, dtype=torch.int64, device=flat.device)
+    return order, torch.searchsorted(values, rows)
 
 
 class EmbeddingBackward(Op):
