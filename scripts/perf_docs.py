@@ -200,8 +200,18 @@ def readme(results: Results) -> str:
                          + f". {_load_note(meta)}".rstrip(". ") + ".")
     cells = [[f"[{op}]({op}.md)", *(_best_text(results[k][op][1]) if op in results.get(k, {}) else "not measured"
                                     for k in KINDS)] for op in ops]
-    lines += ["", format_markdown(("op", "GPU: best plugin vs torch", "CPU: best plugin vs torch"), cells), ""]
+    lines += ["", format_markdown(("op", "GPU: best plugin vs torch", "CPU: best plugin vs torch"), cells), "",
+              *STUDIES, ""]
     return "\n".join(lines)
+
+
+# Pages written by hand from their own scripts, linked below the table.
+STUDIES = [
+    "Against torch's SDPA backends per shape (FA2, cuDNN, memory-efficient), with the tuned dispatch: "
+    "[attention-sdpa.md](attention-sdpa.md). The raw CUDA FlashAttention: [attention-cuda.md](attention-cuda.md).",
+    "",
+    "mytorch's training step against PyTorch eager, with its per-op trace and host profile: [mytorch.md](mytorch.md).",
+]
 
 
 def gelu_page(docs: Path) -> str | None:
