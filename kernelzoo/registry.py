@@ -69,21 +69,40 @@ class poison_outputs:
         _poison.on = False
 
 
+# An op's input: a tensor, or a tuple of tensors (the multi-tensor ops: one launch for many tensors).
+Input = torch.Tensor | tuple[torch.Tensor, ...]
+
+
+def clone_input(value: Input) -> Input:
+    return tuple(t.clone() for t in value) if isinstance(value, tuple) else value.clone()
+
+
+def copy_input_(dst: Input, src: Input) -> None:
+    """Copy ``src`` into ``dst`` (tensor by tensor for a tuple)."""
+    for d, s in zip(dst, src) if isinstance(dst, tuple) else ((dst, src),):
+        d.copy_(s)
+
+
+def input_tensors(value: Input) -> tuple[torch.Tensor, ...]:
+    return value if isinstance(value, tuple) else (value,)
+
+
 @dataclass
 class Call:
-    """One checked call of an op: its tensor inputs by name and its other arguments."""
+    """One checked call of an op: its inputs by name (tensors, or tuples of tensors) and its other
+    arguments. Device and dtype are those of the first input's first tensor."""
 
     op: Op
-    inputs: dict[str, torch.Tensor]
+    inputs: dict[str, Input]
     params: dict[str, Any] = field(default_factory=dict)
 
     @property
     def device(self) -> torch.device:
-        return next(iter(self.inputs.values())).device
+        return input_tensors(next(iter(self.inputs.values())))[0].device
 
     @property
     def dtype(self) -> torch.dtype:
-        return next(iter(self.inputs.values())).dtype
+        return input_tensors(next(iter(self.inputs.values())))[0].dtype
 
     def empty(self, shape: Sequence[int], dtype: torch.dtype | None = None) -> torch.Tensor:
         """A new output tensor on the call's device (NaN-filled while outputs are poisoned)."""
@@ -98,8 +117,12 @@ class Call:
 
     def describe(self) -> str:
         """Shapes and dtype, for messages: 'softmax(x: 17x1023 float32, dim=-1)'."""
-        parts = [f"{k}: {'x'.join(map(str, v.shape)) or 'scalar'} {dtype_name(v.dtype)}"
-                 for k, v in self.inputs.items()]
+        def text(v: Input) -> str:
+            if isinstance(v, tuple):
+                dtype = f" {dtype_name(v[0].dtype)}" if v else ""
+                return f"{len(v)} tensors of {sum(t.numel() for t in v)} elements{dtype}"
+            return f"{'x'.join(map(str, v.shape)) or 'scalar'} {dtype_name(v.dtype)}"
+        parts = [f"{k}: {text(v)}" for k, v in self.inputs.items()]
         parts += [f"{k}={v!r}" for k, v in self.params.items()]
         return f"{self.op.name}({', '.join(parts)})"
 

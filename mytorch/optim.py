@@ -1,5 +1,6 @@
-"""Optimizers whose parameter updates are kernelzoo's fused in-place ops (sgd_update_, adam_update_),
-with torch.optim's SGD, Adam and AdamW semantics."""
+"""Optimizers whose parameter updates are kernelzoo's fused in-place ops (sgd_update_, adam_update_ and,
+for all of Adam's parameters at once, adam_update_foreach_), with torch.optim's SGD, Adam and AdamW
+semantics."""
 
 from __future__ import annotations
 
@@ -59,24 +60,55 @@ class SGD(Optimizer):
 
 
 class Adam(Optimizer):
-    """torch.optim.Adam (L2 weight decay added to the gradient) and, with decoupled=True, AdamW."""
+    """torch.optim.Adam (L2 weight decay added to the gradient) and, with decoupled=True, AdamW.
+
+    With ``foreach`` (the default) a step updates the parameters that share a device, dtype and step
+    count in one adam_update_foreach_ call, as torch's foreach and fused Adam do; otherwise with one
+    adam_update_ call per parameter. The results are the same.
+    """
 
     decoupled = False
 
     def __init__(self, params: Iterable[Parameter], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8, weight_decay: float = 0.0, amsgrad: bool = False) -> None:
+                 eps: float = 1e-8, weight_decay: float = 0.0, amsgrad: bool = False, foreach: bool = True) -> None:
         if lr < 0 or eps < 0 or weight_decay < 0 or not all(0 <= b < 1 for b in betas):
             raise ValueError(f"{type(self).__name__}: invalid lr={lr}, betas={betas}, eps={eps} or "
                              f"weight_decay={weight_decay}")
         super().__init__(params, {"lr": lr, "betas": tuple(betas), "eps": eps, "weight_decay": weight_decay,
                                   "amsgrad": amsgrad})
+        self.foreach = foreach
+
+    def _state(self, p: Parameter) -> dict[str, Any]:
+        """p's state, created at its first step, with the step counted."""
+        state = self.state.setdefault(id(p), {})
+        if not state:
+            state.update(step=0, exp_avg=torch.zeros_like(p.data), exp_avg_sq=torch.zeros_like(p.data),
+                         max_exp_avg_sq=torch.zeros_like(p.data) if self.defaults["amsgrad"] else None)
+        state["step"] += 1
+        return state
+
+    def step(self) -> None:
+        if not self.foreach:
+            super().step()
+            return
+        groups: dict[tuple, list[tuple[Parameter, dict[str, Any]]]] = {}
+        for p in self.params:
+            if p.grad is not None:
+                state = self._state(p)
+                groups.setdefault((p.data.device, p.data.dtype, state["step"]), []).append((p, state))
+        d = self.defaults
+        beta1, beta2 = d["betas"]
+        for (_, _, step), members in groups.items():
+            states = [state for _, state in members]
+            ops.adam_update_foreach_(
+                [p.data for p, _ in members], [p.grad.data for p, _ in members], [s["exp_avg"] for s in states],
+                [s["exp_avg_sq"] for s in states], step, d["lr"], beta1, beta2, d["eps"], d["weight_decay"],
+                amsgrad=d["amsgrad"], decoupled=self.decoupled,
+                max_exp_avg_sqs=[s["max_exp_avg_sq"] for s in states] if d["amsgrad"] else None)
 
     def _update(self, p: Parameter, state: dict[str, Any]) -> None:
         d = self.defaults
-        if not state:
-            state.update(step=0, exp_avg=torch.zeros_like(p.data), exp_avg_sq=torch.zeros_like(p.data),
-                         max_exp_avg_sq=torch.zeros_like(p.data) if d["amsgrad"] else None)
-        state["step"] += 1
+        state = self._state(p)
         beta1, beta2 = d["betas"]
         ops.adam_update_(p.data, p.grad.data, state["exp_avg"], state["exp_avg_sq"], state["step"], d["lr"], beta1,
                          beta2, d["eps"], d["weight_decay"], amsgrad=d["amsgrad"], decoupled=self.decoupled,
@@ -89,5 +121,5 @@ class AdamW(Adam):
     decoupled = True
 
     def __init__(self, params: Iterable[Parameter], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8, weight_decay: float = 0.01, amsgrad: bool = False) -> None:
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad)
+                 eps: float = 1e-8, weight_decay: float = 0.01, amsgrad: bool = False, foreach: bool = True) -> None:
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, foreach)

@@ -8,6 +8,7 @@ argument handling and launch). Tiny tensors, no synchronisation inside the timed
 from __future__ import annotations
 
 import argparse
+import functools
 import time
 
 import torch
@@ -31,6 +32,11 @@ def per_call_us(fn, calls: int, sync) -> float:
     return best / calls * 1e6
 
 
+def checked_choice(spec, args: tuple, kwargs: dict):
+    """What dispatch does before a plugin runs: check the arguments, choose the implementation."""
+    return dispatch.choose(spec, spec.check(*args, **kwargs))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -50,22 +56,35 @@ def main() -> None:
                          lambda: torch._fused_adamw_([p], [g], [m], [v], [], [torch.tensor(3.0, device=dev)], lr=1e-3,
                                                      beta1=0.9, beta2=0.999, weight_decay=0.01, eps=1e-8,
                                                      amsgrad=False, maximize=False)),
+        # a 30-parameter model's optimizer step in one call (the per-parameter loop costs 30 adam_update_ calls)
+        "adam_update_foreach_": (
+            tuple([torch.randn(4096, device=dev) for _ in range(30)] for _ in range(4)),
+            dict(step=3, lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.01), None),
     }
-    print(f"{'op':14} {'plugin':8} {'ops.<op>':>9} {'run only':>9} {'dispatch':>9}   (us per call, {dev.type})")
+    p30, g30, m30, v30 = cases["adam_update_foreach_"][0]
+    for v_i in v30:
+        v_i.abs_()
+    steps30 = [torch.tensor(3.0, device=dev) for _ in p30]
+    cases["adam_update_foreach_"] = (cases["adam_update_foreach_"][0], cases["adam_update_foreach_"][1],
+                                     lambda: torch._fused_adamw_(p30, g30, m30, v30, [], steps30, lr=1e-3, beta1=0.9,
+                                                                 beta2=0.999, weight_decay=0.01, eps=1e-8,
+                                                                 amsgrad=False, maximize=False))
+    print(f"{'op':20} {'plugin':8} {'ops.<op>':>9} {'run only':>9} {'dispatch':>9}   (us per call, {dev.type})")
     for name, (a, kw, native) in cases.items():
         spec = registry.op(name)
         call = spec.check(*a, **kw)
-        print(f"{name:14} {'native':8} {per_call_us(native, args.calls, sync):9.1f}   (the torch function itself)")
+        print(f"{name:20} {'native':8} {per_call_us(native, args.calls, sync):9.1f}   (the torch function itself)")
         for impl in registry.implementations(name):
             if impl.plugin == "python" or dev.type not in impl.devices() or not registry.availability(impl) \
                     or impl.supports(call):
                 continue
             config = impl.config()
+            function = functools.partial(getattr(ops, name), *a, **kw)
             with kernelzoo.use(impl.plugin):
-                full = per_call_us(lambda: getattr(ops, name)(*a, **kw), args.calls, sync)
-                run = per_call_us(lambda: impl.run(call, config), args.calls, sync)
-                choose = per_call_us(lambda: dispatch.choose(spec, spec.check(*a, **kw)), args.calls, sync)
-            print(f"{name:14} {impl.plugin:8} {full:9.1f} {run:9.1f} {choose:9.1f}")
+                full = per_call_us(function, args.calls, sync)
+                run = per_call_us(functools.partial(impl.run, call, config), args.calls, sync)
+                choose = per_call_us(functools.partial(checked_choice, spec, a, kw), args.calls, sync)
+            print(f"{name:20} {impl.plugin:8} {full:9.1f} {run:9.1f} {choose:9.1f}")
 
 
 if __name__ == "__main__":

@@ -120,7 +120,11 @@ def test_multihead_attention_loads_torchs_weights_and_matches(batch_first: bool,
      lambda p: torch.optim.Adam(p, lr=0.01, weight_decay=0.1)),
     (lambda p: mytorch.optim.Adam(p, lr=0.01, amsgrad=True), lambda p: torch.optim.Adam(p, lr=0.01, amsgrad=True)),
     (lambda p: mytorch.optim.AdamW(p, lr=0.01), lambda p: torch.optim.AdamW(p, lr=0.01)),
-], ids=["sgd", "sgd-momentum-wd", "sgd-nesterov", "sgd-dampening", "adam-l2", "adam-amsgrad", "adamw"])
+    (lambda p: mytorch.optim.AdamW(p, lr=0.01, foreach=False), lambda p: torch.optim.AdamW(p, lr=0.01)),
+    (lambda p: mytorch.optim.Adam(p, lr=0.01, amsgrad=True, weight_decay=0.1, foreach=False),
+     lambda p: torch.optim.Adam(p, lr=0.01, amsgrad=True, weight_decay=0.1)),
+], ids=["sgd", "sgd-momentum-wd", "sgd-nesterov", "sgd-dampening", "adam-l2", "adam-amsgrad", "adamw",
+        "adamw-per-parameter", "adam-amsgrad-per-parameter"])
 def test_optimizers_follow_torch_optim_over_several_steps(make_mine, make_ref) -> None:
     torch.manual_seed(2)
     ref_model = torch.nn.Linear(6, 3)
@@ -189,3 +193,30 @@ def test_self_attention_backward_hands_the_packed_gradient_on_without_copies(plu
     assert "copy_" not in ran and "add" not in ran, ran
     torch.testing.assert_close(xm.grad.data, xr.grad, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(mine.in_proj_weight.grad.data, ref.in_proj_weight.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_adam_updates_parameters_of_one_step_count_in_one_call() -> None:
+    """A parameter without a gradient skips a step (its count stays behind), as in torch.optim: the
+    others still go in one adam_update_foreach_ call, and every parameter follows torch."""
+    from kernelzoo import dispatch
+
+    torch.manual_seed(4)
+    shapes = [(5, 3), (7,), (2, 2, 2), (1,)]
+    start = [torch.randn(s) for s in shapes]
+    mine = [nn.Parameter(mytorch.from_torch(t.clone())) for t in start]
+    ref = [torch.nn.Parameter(t.clone()) for t in start]
+    opt, ref_opt = mytorch.optim.AdamW(mine, lr=0.05), torch.optim.AdamW(ref, lr=0.05)
+    for step in range(3):
+        grads = [torch.randn(s) for s in shapes]
+        skip = 1 if step == 1 else None  # parameter 1 gets no gradient at the second step
+        for i, (p, q, g) in enumerate(zip(mine, ref, grads)):
+            p.grad = None if i == skip else mytorch.from_torch(g)
+            q.grad = None if i == skip else g.clone()
+        calls: list[str] = []
+        with dispatch.observe(lambda op, call, choice, seconds, ran=calls: ran.append(op.name)):
+            opt.step()
+        ref_opt.step()
+        assert calls == ["adam_update_foreach_"] * (1 if step != 2 else 2), calls  # step counts 3 and 2 at the end
+        for i, (p, q) in enumerate(zip(mine, ref)):
+            torch.testing.assert_close(p.data, q.detach(), rtol=1e-5, atol=1e-6,
+                                       msg=lambda m, s=step, k=i: f"step {s}, parameter {k}: {m}")

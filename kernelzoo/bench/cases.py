@@ -14,7 +14,17 @@ from kernelzoo import dispatch
 from kernelzoo.backends.triton import TritonImplementation, interpreting
 from kernelzoo.errors import DatabaseError
 from kernelzoo.fingerprint import fingerprint
-from kernelzoo.registry import FLOATS, Call, Implementation, Op, dtype_name, parse_dtype, registry
+from kernelzoo.registry import (
+    FLOATS,
+    Call,
+    Implementation,
+    Op,
+    clone_input,
+    copy_input_,
+    dtype_name,
+    parse_dtype,
+    registry,
+)
 from kernelzoo.tuner.ceilings import Ceilings
 
 BASELINE = "torch"
@@ -119,11 +129,11 @@ def make_call(case: Case, device: torch.device | str, seed: int = 0) -> Call:
 
 def restorer(spec: Op, call: Call) -> Callable[[], None]:
     """Puts back the inputs an in-place op overwrites (from copies taken now), so every run sees the same."""
-    saved = {name: call.inputs[name].clone() for name in spec.inplace}
+    saved = {name: clone_input(call.inputs[name]) for name in spec.inplace}
 
     def restore() -> None:
         for name, value in saved.items():
-            call.inputs[name].copy_(value)
+            copy_input_(call.inputs[name], value)
 
     return restore
 

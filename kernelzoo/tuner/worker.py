@@ -33,7 +33,7 @@ from kernelzoo.calibrate import measure
 from kernelzoo.db.models import Outcome
 from kernelzoo.errors import CompileError, UnsupportedError
 from kernelzoo.fingerprint import fingerprint
-from kernelzoo.registry import Call, Implementation, Op, parse_dtype, registry
+from kernelzoo.registry import Call, Implementation, Op, clone_input, copy_input_, parse_dtype, registry
 from kernelzoo.timing import time_fn
 
 # Errors after which a CUDA context is unusable: every later launch in it fails too.
@@ -96,11 +96,11 @@ def trial(msg: dict[str, Any]) -> dict[str, Any]:
     why = impl.supports(call)
     if why is not None:
         return _failed(Outcome.UNSUPPORTED, why)
-    saved = {name: call.inputs[name].clone() for name in op.inplace}
+    saved = {name: clone_input(call.inputs[name]) for name in op.inplace}
 
     def restore() -> None:
         for name, value in saved.items():
-            call.inputs[name].copy_(value)
+            copy_input_(call.inputs[name], value)
 
     wrong = _check(op, impl, call, config)
     if wrong is not None:

@@ -45,12 +45,12 @@ struct Adam {
   }
 };
 
+// Packs first, first + THREADS, ... (ITEMS of them, those below packs) of this thread, V elements each.
 template <int V>
-__device__ __forceinline__ void adam_packs(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ m,
-                                           T* __restrict__ v, T* __restrict__ v_max, long long n, const Adam& a) {
+__device__ __forceinline__ void adam_chunk(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ m,
+                                           T* __restrict__ v, T* __restrict__ v_max, long long packs,
+                                           long long first, const Adam& a) {
   typedef typename Bits<V * sizeof(T)>::type B;
-  const long long packs = n / V;
-  const long long first = (long long)blockIdx.x * (THREADS * ITEMS) + threadIdx.x;
   Pack<V> vp[ITEMS], vg[ITEMS], vm[ITEMS], vv[ITEMS], vx[ITEMS];
 #pragma unroll
   for (int i = 0; i < ITEMS; ++i) {
@@ -83,18 +83,30 @@ __device__ __forceinline__ void adam_packs(T* __restrict__ p, const T* __restric
       if (a.amsgrad) reinterpret_cast<B*>(v_max)[k] = vx[i].bits;
     }
   }
-  if (V > 1 && blockIdx.x == 0) {  // the tail after the last whole pack: fewer than V < THREADS elements
-    const long long j = packs * V + threadIdx.x;
-    if (j < n) {
-      float pf = kz_to_float(p[j]), mf = kz_to_float(m[j]), vf = kz_to_float(v[j]);
-      float xf = a.amsgrad ? kz_to_float(v_max[j]) : 0.0f;
-      a.step(pf, kz_to_float(g[j]), mf, vf, xf);
-      p[j] = kz_from_float<T>(pf);
-      m[j] = kz_from_float<T>(mf);
-      v[j] = kz_from_float<T>(vf);
-      if (a.amsgrad) v_max[j] = kz_from_float<T>(xf);
-    }
+}
+
+// The n % V elements after the last whole pack (fewer than V < THREADS), one per thread of the calling block.
+__device__ __forceinline__ void adam_tail(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ m,
+                                          T* __restrict__ v, T* __restrict__ v_max, long long n, long long done,
+                                          const Adam& a) {
+  const long long j = done + threadIdx.x;
+  if (j < n) {
+    float pf = kz_to_float(p[j]), mf = kz_to_float(m[j]), vf = kz_to_float(v[j]);
+    float xf = a.amsgrad ? kz_to_float(v_max[j]) : 0.0f;
+    a.step(pf, kz_to_float(g[j]), mf, vf, xf);
+    p[j] = kz_from_float<T>(pf);
+    m[j] = kz_from_float<T>(mf);
+    v[j] = kz_from_float<T>(vf);
+    if (a.amsgrad) v_max[j] = kz_from_float<T>(xf);
   }
+}
+
+template <int V>
+__device__ __forceinline__ void adam_packs(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ m,
+                                           T* __restrict__ v, T* __restrict__ v_max, long long n, const Adam& a) {
+  const long long packs = n / V;
+  adam_chunk<V>(p, g, m, v, v_max, packs, (long long)blockIdx.x * (THREADS * ITEMS) + threadIdx.x, a);
+  if (V > 1 && blockIdx.x == 0) adam_tail(p, g, m, v, v_max, n, packs * V, a);
 }
 
 #define ADAM_PARAMS                                                                                         \

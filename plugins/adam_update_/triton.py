@@ -14,10 +14,9 @@ from . import STATE, scalars
 
 
 @triton.jit
-def _adam_kernel(p_ptr, grad_ptr, m_ptr, v_ptr, v_max_ptr, n, step_size, bc2_sqrt, w1, beta2, eps, weight_decay,
-                 decay, L2: tl.constexpr, SHRINK: tl.constexpr, AMSGRAD: tl.constexpr, BLOCK: tl.constexpr):
-    offsets = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n
+def adam_block(p_ptr, grad_ptr, m_ptr, v_ptr, v_max_ptr, offsets, mask, step_size, bc2_sqrt, w1, beta2, eps,
+               weight_decay, decay, L2: tl.constexpr, SHRINK: tl.constexpr, AMSGRAD: tl.constexpr):
+    """One block of elements (offsets, mask) updated in place, computed in float32."""
     p = tl.load(p_ptr + offsets, mask=mask).to(tl.float32)
     g = tl.load(grad_ptr + offsets, mask=mask).to(tl.float32)
     m = tl.load(m_ptr + offsets, mask=mask).to(tl.float32)
@@ -37,6 +36,14 @@ def _adam_kernel(p_ptr, grad_ptr, m_ptr, v_ptr, v_max_ptr, n, step_size, bc2_sqr
     tl.store(v_ptr + offsets, v.to(v_ptr.dtype.element_ty), mask=mask)
     p = p - step_size * (m / (tl.sqrt(v_hat) / bc2_sqrt + eps))
     tl.store(p_ptr + offsets, p.to(p_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _adam_kernel(p_ptr, grad_ptr, m_ptr, v_ptr, v_max_ptr, n, step_size, bc2_sqrt, w1, beta2, eps, weight_decay,
+                 decay, L2: tl.constexpr, SHRINK: tl.constexpr, AMSGRAD: tl.constexpr, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    adam_block(p_ptr, grad_ptr, m_ptr, v_ptr, v_max_ptr, offsets, offsets < n, step_size, bc2_sqrt, w1, beta2,
+               eps, weight_decay, decay, L2, SHRINK, AMSGRAD)
 
 
 class AdamUpdateTriton(TritonImplementation):
