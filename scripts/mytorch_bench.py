@@ -13,6 +13,7 @@ trace of one step; writes mytorch_bench.json under --out.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import statistics
 import sys
@@ -89,6 +90,8 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--device", default="cuda")
+    parser.add_argument("--gc-freeze", action="store_true",
+                        help="move every object alive after warm-up out of the garbage collector's reach (gc.freeze)")
     args = parser.parse_args()
     device = args.device
     mine = TinyTransformer(args.vocab, args.length, args.dim, args.heads, args.blocks, dropout=0.0).to(device)
@@ -124,6 +127,11 @@ def main() -> int:
     if abs(first - ref_first) > 1e-3 * max(1.0, abs(ref_first)):
         print("MISMATCH: the two models disagree on the first loss", file=sys.stderr)
         return 1
+    if args.gc_freeze:
+        for _ in range(2):
+            mytorch_step(*batch())
+        gc.collect()
+        gc.freeze()
     mine_ms = timed(mytorch_step, batch, args.warmup, args.steps, device)
     ref_ms = timed(torch_step, batch, args.warmup, args.steps, device)
     with mytorch.trace(print_table=False) as trace:
@@ -136,6 +144,9 @@ def main() -> int:
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / "mytorch_bench.json").write_text(json.dumps(result, indent=1))
     print(trace.table())
+    spread = f"min {min(mine_ms):.2f}, max {max(mine_ms):.2f}; torch min {min(ref_ms):.2f}, max {max(ref_ms):.2f}"
+    print(f"mytorch step times (ms): {' '.join(f'{t:.1f}' for t in mine_ms)}")
+    print(f"spread: mytorch {spread}")
     print(f"step: mytorch {result['mytorch_ms']:.2f} ms, torch eager {result['torch_ms']:.2f} ms, "
           f"ratio {result['ratio']:.2f}x ({result['device']}, torch {torch.__version__})")
     return 0
