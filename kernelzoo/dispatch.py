@@ -51,7 +51,9 @@ class Choice:
 WinnerSource = Callable[[Op, Call], "Choice | None"]
 _winner_source: WinnerSource | None = None
 _cache: dict[tuple, list[Choice]] = {}
+_chosen: dict[tuple, Choice] = {}  # choose()'s answers by call signature (see _signature)
 _warned: set[tuple] = set()
+CHOSEN_LIMIT = 4096
 
 
 def set_winner_source(source: WinnerSource | None) -> None:
@@ -64,6 +66,7 @@ def set_winner_source(source: WinnerSource | None) -> None:
 def clear_cache() -> None:
     """Forget cached choices (after tuning, or when the database changed), the winner source's too."""
     _cache.clear()
+    _chosen.clear()
     forget = getattr(_winner_source, "clear", None)
     if forget is not None:
         forget()
@@ -118,9 +121,43 @@ def _candidates(op: Op, call: Call) -> list[Choice]:
     return found
 
 
+def _signature(op: Op, call: Call, forced: str | None) -> tuple | None:
+    """What choose() depends on: the op, the forced plugin, each input's shape, strides, dtype and device,
+    and the other arguments. None where that cannot be a key cheaply (tensor lists, unhashable arguments):
+    such calls are chosen afresh each time."""
+    inputs = []
+    for t in call.inputs.values():
+        if not isinstance(t, torch.Tensor):
+            return None
+        inputs.append((t.shape, t.stride(), t.dtype, t.device))
+    key = (op.name, forced, tuple(inputs), tuple(call.params.items()))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
 def choose(op: Op, call: Call) -> Choice:
-    """The implementation and config that will run ``call``."""
+    """The implementation and config that will run ``call``.
+
+    Calls of one signature (see ``_signature``) get one answer, remembered until ``clear_cache``: a
+    training loop's repeated calls skip the candidates' checks.
+    """
     forced = forced_plugin()
+    key = _signature(op, call, forced)
+    chosen = _chosen.get(key) if key is not None else None
+    if chosen is not None:
+        return chosen
+    chosen = _choose(op, call, forced)
+    if key is not None:
+        if len(_chosen) >= CHOSEN_LIMIT:
+            _chosen.clear()
+        _chosen[key] = chosen
+    return chosen
+
+
+def _choose(op: Op, call: Call, forced: str | None) -> Choice:
     if forced:
         impl = registry.impl(op.name, forced)
         availability = registry.availability(impl)
