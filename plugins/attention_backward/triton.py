@@ -246,6 +246,10 @@ class AttentionBackwardTriton(TritonImplementation):
     # the winner of `kernelzoo tune` on all six float16 D=64 keys (H200, Triton 3.6, 2026-11-21); it also ran
     # D=128 at 1.33-1.59x the previous default (128, 32, 8, 2) through the nearest-bucket lookup
     default_config = {"BLOCK_OUTER": 128, "BLOCK_INNER": 64, "num_warps": 8, "num_stages": 3}
+    # The default above overflows shared memory with float32 tiles (twice the bytes) at D >= 80 or with a
+    # mask, and with half ones at D = 256 (H200, 2026-11-22). Such a call given the default runs the previous
+    # default, which fits them all.
+    large_tile_default = {"BLOCK_OUTER": 128, "BLOCK_INNER": 32, "num_warps": 8, "num_stages": 2}
 
     def supports(self, call: Call) -> str | None:
         why = super().supports(call)
@@ -264,6 +268,8 @@ class AttentionBackwardTriton(TritonImplementation):
         trivial = trivial_backward(call)
         if trivial is not None:
             return trivial
+        if config == self.config() and (call.dtype == torch.float32 or call.inputs["q"].shape[-1] > 128):
+            config = self.config(self.large_tile_default)
         q, k, v, o, do = (rows_contiguous(call.inputs[name]) for name in ("q", "k", "v", "o", "do"))
         lse = call.inputs["lse"].contiguous()
         (batch, heads, n_q, d), (_, kv_heads, n_k, _) = q.shape, k.shape
