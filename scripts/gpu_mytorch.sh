@@ -6,15 +6,7 @@ set -uo pipefail
 out=${OUT:-/tmp/kernelzoo-gpu-mytorch}
 mkdir -p "$out"
 ops='mul or div or relu_backward or gelu_backward or copy_ or exp or log or tanh or pow or dropout or max or softmax_backward'
-status=0
-run() {  # name, command...: log to $out/name.txt, remember the first failure
-    local name=$1; shift
-    local start=$SECONDS
-    "$@" > "$out/$name.txt" 2>&1
-    local rc=$?
-    [ $rc -ne 0 ] && [ $status -eq 0 ] && status=$rc
-    printf '%-18s rc=%-3s %4ss  %s\n' "$name" "$rc" "$((SECONDS - start))" "$(tail -n 1 "$out/$name.txt")" >> "$out/summary.txt"
-}
+. "$(dirname "$0")/gpu_common.sh"  # run NAME COMMAND...
 run conformance python3 -m pytest -p no:cacheprovider -q -n 8 tests/test_conformance.py -k "cuda and ($ops)"
 run mytorch-tests python3 -m pytest -p no:cacheprovider -q tests/test_mytorch_functions.py tests/test_mytorch_autograd.py \
     tests/test_mytorch_nn.py tests/test_dropout.py tests/test_softmax_autograd.py

@@ -10,15 +10,7 @@ mkdir -p "$out"
 if [ -n "${TUNED_DB:-}" ]; then
     cp "$TUNED_DB" "$out/tuning.db" && export KERNELZOO_DB="sqlite:///$out/tuning.db"
 fi
-status=0
-run() {  # name, command...: log to $out/name.txt, remember the first failure
-    local name=$1; shift
-    local start=$SECONDS
-    "$@" > "$out/$name.txt" 2>&1
-    local rc=$?
-    [ $rc -ne 0 ] && [ $status -eq 0 ] && status=$rc
-    printf '%-14s rc=%-3s %4ss  %s\n' "$name" "$rc" "$((SECONDS - start))" "$(tail -n 1 "$out/$name.txt")" >> "$out/summary.txt"
-}
+. "$(dirname "$0")/gpu_common.sh"  # run NAME COMMAND...
 run checks python3 -m pytest -p no:cacheprovider -q -n 8 tests/test_conformance.py tests/test_mytorch_nn.py \
     tests/test_mytorch_functions.py tests/test_registry.py \
     -k "${CHECK_FILTER:-packed or attention or cross_entropy or embedding or adam or value_range or reuses or unbind}"

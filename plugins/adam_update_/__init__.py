@@ -41,6 +41,14 @@ from kernelzoo.registry import BadCase, Call, Case, Op, randn
 
 STATE = ("param", "grad", "exp_avg", "exp_avg_sq", "max_exp_avg_sq")
 
+_BASE = {"step": 3, "lr": 0.01, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.0}
+# the conformance cases' hyperparameters, by name
+VARIANTS = [("adam", _BASE), ("adamw", {**_BASE, "weight_decay": 0.1}),
+            ("adam-l2", {**_BASE, "weight_decay": 0.1, "decoupled": False}),
+            ("amsgrad", {**_BASE, "amsgrad": True, "weight_decay": 0.01}),
+            # 1 - beta1 >= 0.5 takes lerp's other formula; step 1 the largest bias correction
+            ("beta1-0.3-step1", {**_BASE, "beta1": 0.3, "beta2": 0.9, "step": 1, "eps": 1e-3})]
+
 
 def scalars(call: Call) -> dict[str, float]:
     """The per-step scalars, in double as torch computes them in Python: step_size = lr / (1 − beta1^step),
@@ -127,13 +135,7 @@ class AdamUpdate(Op):
         return outputs[0]
 
     def cases(self) -> list[Case]:
-        base = {"step": 3, "lr": 0.01, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.0}
-        variants = [("adam", base), ("adamw", {**base, "weight_decay": 0.1}),
-                    ("adam-l2", {**base, "weight_decay": 0.1, "decoupled": False}),
-                    ("amsgrad", {**base, "amsgrad": True, "weight_decay": 0.01}),
-                    # 1 - beta1 >= 0.5 takes lerp's other formula; step 1 the largest bias correction
-                    ("beta1-0.3-step1", {**base, "beta1": 0.3, "beta2": 0.9, "step": 1, "eps": 1e-3})]
-        return update_cases(variants, _make)
+        return update_cases(VARIANTS, _make)
 
     def bad_cases(self) -> list[BadCase]:
         p = torch.zeros(4, 3)

@@ -39,24 +39,33 @@ static inline __attribute__((always_inline)) void adam_span(float *restrict p, c
         p[i] = pi - a.step_size * (mi / (sqrtf(vhat) / a.bc2_sqrt + a.eps));
     }
 }
+// This thread's share of n elements (whole 64-byte lines) in a team of ``team``, updated by the loop of the
+// variant: mode 0 no weight decay, 1 AdamW's shrink, 2 Adam's L2.
+static inline void adam_share(float *restrict p, const float *restrict grad, float *restrict m, float *restrict v,
+                              float *restrict v_max, long long n, int thread, int team, Adam a, int mode,
+                              int amsgrad) {
+    const long long step = ((n + team - 1) / team + 15) / 16 * 16;
+    const long long lo = thread * step < n ? thread * step : n, hi = lo + step < n ? lo + step : n;
+    switch (mode * 2 + (amsgrad != 0)) {
+        case 0: adam_span(p, grad, m, v, v_max, lo, hi, a, 0, 0, 0); break;
+        case 1: adam_span(p, grad, m, v, v_max, lo, hi, a, 0, 0, 1); break;
+        case 2: adam_span(p, grad, m, v, v_max, lo, hi, a, 0, 1, 0); break;
+        case 3: adam_span(p, grad, m, v, v_max, lo, hi, a, 0, 1, 1); break;
+        case 4: adam_span(p, grad, m, v, v_max, lo, hi, a, 1, 0, 0); break;
+        default: adam_span(p, grad, m, v, v_max, lo, hi, a, 1, 0, 1); break;
+    }
+}
+
+static inline int adam_mode(float weight_decay, int decoupled) {
+    return weight_decay == 0.0f ? 0 : decoupled ? 1 : 2;  // none, AdamW's shrink, Adam's L2
+}
+
 void adam_update(float *restrict p, const float *restrict grad, float *restrict m, float *restrict v,
                  float *restrict v_max, long long n, float step_size, float bc2_sqrt, float w1, float beta2,
                  float eps, float weight_decay, float decay, int decoupled, int amsgrad, int threads) {
     const Adam a = {step_size, bc2_sqrt, w1, beta2, eps, weight_decay, decay};
-    const int mode = weight_decay == 0.0f ? 0 : decoupled ? 1 : 2;  // none, AdamW's shrink, Adam's L2
+    const int mode = adam_mode(weight_decay, decoupled);
     // below ~64k elements a parallel region (a few microseconds) costs more than it saves
     #pragma omp parallel num_threads(threads) if (n >= 65536)
-    {
-        const int t = omp_get_thread_num(), team = omp_get_num_threads();
-        const long long step = ((n + team - 1) / team + 15) / 16 * 16;  // whole 64-byte lines per thread
-        const long long lo = t * step < n ? t * step : n, hi = lo + step < n ? lo + step : n;
-        switch (mode * 2 + (amsgrad != 0)) {
-            case 0: adam_span(p, grad, m, v, v_max, lo, hi, a, 0, 0, 0); break;
-            case 1: adam_span(p, grad, m, v, v_max, lo, hi, a, 0, 0, 1); break;
-            case 2: adam_span(p, grad, m, v, v_max, lo, hi, a, 0, 1, 0); break;
-            case 3: adam_span(p, grad, m, v, v_max, lo, hi, a, 0, 1, 1); break;
-            case 4: adam_span(p, grad, m, v, v_max, lo, hi, a, 1, 0, 0); break;
-            default: adam_span(p, grad, m, v, v_max, lo, hi, a, 1, 0, 1); break;
-        }
-    }
+    adam_share(p, grad, m, v, v_max, n, omp_get_thread_num(), omp_get_num_threads(), a, mode, amsgrad);
 }

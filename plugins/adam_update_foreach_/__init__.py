@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from kernelzoo_plugins.adam_update_ import STATE, _make, scalars
+from kernelzoo_plugins.adam_update_ import STATE, VARIANTS, _make, scalars
 from kernelzoo_plugins.sgd_update_ import check_number
 
 from kernelzoo.errors import ArgumentError, DeviceError, DTypeError
@@ -184,20 +184,15 @@ class AdamUpdateForeach(Op):
         return list(outputs[0])
 
     def cases(self) -> list[Case]:
-        base = {"step": 3, "lr": 0.01, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.0}
-        variants = [("adam", base), ("adamw", {**base, "weight_decay": 0.1}),
-                    ("adam-l2", {**base, "weight_decay": 0.1, "decoupled": False}),
-                    ("amsgrad", {**base, "amsgrad": True, "weight_decay": 0.01}),
-                    ("beta1-0.3-step1", {**base, "beta1": 0.3, "beta2": 0.9, "step": 1, "eps": 1e-3})]
         # entries of odd sizes, an empty one, a matrix, strided ones, NaN/inf gradients: adam_update_'s layouts
         mixes = {"odd": [((1,), ""), ((17,), ""), ((0,), ""), ((1023, 17), ""), ((4099,), "")],
                  "strided": [((17, 1023), "transposed"), ((64, 33), "sliced"), ((33,), "")],
                  "nan-inf": [((1023,), "nan"), ((5,), "")],
                  "one": [((1000,), "")]}
         cases = [Case(f"{mix}-{name}", _make_lists(entries, kwargs), small=True)
-                 for name, kwargs in variants for mix, entries in mixes.items()]
+                 for name, kwargs in VARIANTS for mix, entries in mixes.items()]
         many = [((n,), "") for n in (100_003, 7, 65_536, 1, 30_000)]
-        return cases + [Case(f"large-{name}", _make_lists(many, kwargs), small=False) for name, kwargs in variants[:2]]
+        return cases + [Case(f"large-{name}", _make_lists(many, kwargs), small=False) for name, kwargs in VARIANTS[:2]]
 
     def bad_cases(self) -> list[BadCase]:
         p = torch.zeros(4, 3)
@@ -287,6 +282,25 @@ def dense_lists(call: Call) -> tuple[Call, Callable[[], None]]:
                 if mine.data_ptr() != theirs.data_ptr():
                     theirs.copy_(mine)
     return dense, write_back
+
+
+class OneLaunch:
+    """Base of the plugins that update every entry in one launch: contiguous copies where needed, the
+    address table, the subclass's ``launch``, the write-back."""
+
+    def __init__(self) -> None:
+        self.tables = TableCache()
+
+    def run(self, call: Call, config: dict) -> tuple:
+        dense, write_back = dense_lists(call)
+        rows = table_rows(dense)
+        if rows:
+            self.launch(call, self.tables.get(rows, call.device), rows, config)
+        write_back()
+        return outputs_of(call)
+
+    def launch(self, call: Call, table: torch.Tensor, rows: list[tuple[int, ...]], config: dict) -> None:
+        raise NotImplementedError
 
 
 def programs(device: torch.device, blocks: int, waves: int) -> int:

@@ -1,25 +1,35 @@
-"""adam_update_'s OpenMP C kernel on each entry in turn: on the CPU a call per tensor costs little next to
-its arithmetic, and each call is one parallel, vectorised pass."""
+"""adam_update_foreach_ in OpenMP C: adam_update_'s vectorised loop over a table of every entry's addresses
+and size, in one parallel region (openmp.c includes adam_update_'s source)."""
 
 from __future__ import annotations
 
+import functools
+from typing import Any
+
 import torch
 
-from kernelzoo.backends.openmp import thread_counts
-from kernelzoo.registry import Availability, Call, Implementation, registry
+from kernelzoo.backends.openmp import OpenMPImplementation, ptr, thread_counts
+from kernelzoo.registry import Call
 
-from . import run_each
+from . import OneLaunch, scalars_of
 
 
-class AdamUpdateForeachOpenMP(Implementation):
+class AdamUpdateForeachOpenMP(OneLaunch, OpenMPImplementation):
     op = "adam_update_foreach_"
-    plugin = "openmp"
-    dtypes = {"cpu": (torch.float32,)}
+    cdef = """
+    void adam_update_foreach(const long long *table, int count, float step_size, float bc2_sqrt, float w1,
+                             float beta2, float eps, float weight_decay, float decay, int decoupled, int amsgrad,
+                             int threads);
+    """
     config_space = {"threads": thread_counts()}
     default_config = {"threads": thread_counts()[-1]}
 
-    def available(self) -> Availability:  # adam_update_'s compiler and library
-        return registry.availability(registry.impl("adam_update_", "openmp"))
+    @functools.cached_property
+    def _lib(self) -> Any:
+        return self.library()
 
-    def run(self, call: Call, config: dict) -> tuple:
-        return run_each(call, "openmp", config)
+    def launch(self, call: Call, table: torch.Tensor, rows: list[tuple[int, ...]], config: dict) -> None:
+        c, s = call.params, scalars_of(call)
+        self._lib.adam_update_foreach(ptr(table, "long long *"), len(rows), s["step_size"], s["bc2_sqrt"],
+                                      1 - c["beta1"], c["beta2"], c["eps"], c["weight_decay"], s["decay"],
+                                      c["decoupled"], c["amsgrad"], config["threads"])

@@ -12,7 +12,7 @@ from kernelzoo_plugins.adam_update_.triton import adam_block
 from kernelzoo.backends.triton import TritonImplementation
 from kernelzoo.registry import Call
 
-from . import TableCache, dense_lists, outputs_of, programs, scalars_of, table_rows
+from . import OneLaunch, programs, scalars_of
 
 ELEMENT = {torch.float32: tl.float32, torch.float16: tl.float16, torch.bfloat16: tl.bfloat16}
 
@@ -36,26 +36,17 @@ def _adam_foreach_kernel(TABLE, tensors, step_size, bc2_sqrt, w1, beta2, eps, we
                        beta2, eps, weight_decay, decay, L2, SHRINK, AMSGRAD)
 
 
-class AdamUpdateForeachTriton(TritonImplementation):
+class AdamUpdateForeachTriton(OneLaunch, TritonImplementation):
     op = "adam_update_foreach_"
     config_space = {"BLOCK": [512, 1024, 2048, 4096], "num_warps": [2, 4, 8], "WAVES": [2, 4, 8]}
     default_config = {"BLOCK": 1024, "num_warps": 4, "WAVES": 4}
 
-    def __init__(self) -> None:
-        self.tables = TableCache()
-
-    def run(self, call: Call, config: dict) -> tuple:
-        dense, write_back = dense_lists(call)
-        rows = table_rows(dense)
-        if rows:
-            c, s = call.params, scalars_of(call)
-            block = config["BLOCK"]
-            blocks = sum(triton.cdiv(row[5], block) for row in rows)
-            decay = c["weight_decay"] != 0
-            _adam_foreach_kernel[(programs(call.device, blocks, config["WAVES"]),)](
-                self.tables.get(rows, call.device), len(rows), s["step_size"], s["bc2_sqrt"], 1 - c["beta1"],
-                c["beta2"], c["eps"], c["weight_decay"], s["decay"], DTYPE=ELEMENT[call.dtype],
-                L2=decay and not c["decoupled"], SHRINK=decay and c["decoupled"], AMSGRAD=c["amsgrad"], BLOCK=block,
-                num_warps=config["num_warps"])
-        write_back()
-        return outputs_of(call)
+    def launch(self, call: Call, table: torch.Tensor, rows: list[tuple[int, ...]], config: dict) -> None:
+        c, s = call.params, scalars_of(call)
+        block = config["BLOCK"]
+        blocks = sum(triton.cdiv(row[5], block) for row in rows)
+        decay = c["weight_decay"] != 0
+        _adam_foreach_kernel[(programs(call.device, blocks, config["WAVES"]),)](
+            table, len(rows), s["step_size"], s["bc2_sqrt"], 1 - c["beta1"], c["beta2"], c["eps"], c["weight_decay"],
+            s["decay"], DTYPE=ELEMENT[call.dtype], L2=decay and not c["decoupled"], SHRINK=decay and c["decoupled"],
+            AMSGRAD=c["amsgrad"], BLOCK=block, num_warps=config["num_warps"])

@@ -1,0 +1,12 @@
+# Shared by the scripts/gpu_*.sh scripts (sourced): run NAME COMMAND... logs COMMAND's output to
+# $out/NAME.txt, appends a line (rc, seconds, last line of output) to $out/summary.txt and keeps the
+# first non-zero rc in $status.
+status=0
+run() {
+    local name=$1; shift
+    local start=$SECONDS
+    "$@" > "$out/$name.txt" 2>&1
+    local rc=$?
+    [ $rc -ne 0 ] && [ $status -eq 0 ] && status=$rc
+    printf '%-18s rc=%-3s %4ss  %s\n' "$name" "$rc" "$((SECONDS - start))" "$(tail -n 1 "$out/$name.txt")" >> "$out/summary.txt"
+}
