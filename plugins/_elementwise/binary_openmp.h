@@ -15,14 +15,12 @@
 #ifndef KZ_BINARY_OPENMP_CONSTANTS
 #define KZ_BINARY_OPENMP_CONSTANTS
 #define MAX_DIMS 6
-// Below this many elements one thread does it all: waking a team costs a few microseconds, about
-// what one core takes for 32k elements of a simple expression.
-#define KZ_PARALLEL_MIN 32768
 #endif
+#include "../_openmp/parallel.h"
 
 void KZ_BINARY_NAME(contiguous)(const float *restrict a, const float *restrict b, float *restrict out, long long n,
                                 int threads) {
-    #pragma omp parallel for simd num_threads(threads) schedule(static) if (parallel: n >= KZ_PARALLEL_MIN)
+    #pragma omp parallel for simd num_threads(threads) schedule(static) if (parallel: n >= PARALLEL_MIN)
     for (long long i = 0; i < n; ++i) {
         out[i] = KZ_BINARY_OP(a[i], b[i]);
     }
@@ -45,7 +43,7 @@ void KZ_BINARY_NAME(strided)(const float *restrict a, const float *restrict b, f
     for (int d = 0; d < ndim; ++d) n *= sizes[d];
     const int inner = ndim - 1;
     const long long sa = a_strides[inner], sb = b_strides[inner];
-    #pragma omp parallel num_threads(threads) if (n >= KZ_PARALLEL_MIN)
+    #pragma omp parallel num_threads(threads) if (n >= PARALLEL_MIN)
     {
         const long long nt = omp_get_num_threads(), t = omp_get_thread_num();
         const long long start = n / nt * t + (t < n % nt ? t : n % nt);

@@ -6,6 +6,7 @@
 // glibc's expf / logf / tanhf / powf (under 1 ulp) run one element at a time: gcc vectorises
 // such calls only through libmvec's 4-ulp variants, declared under -ffast-math alone, which
 // would also break NaN and inf.
+#include "../_openmp/parallel.h"
 #include <math.h>
 
 #ifndef UNARY
@@ -13,7 +14,7 @@
 #endif
 
 void unary(const float *restrict x, float *restrict y, long long n, float a, int threads) {
-    #pragma omp parallel for num_threads(threads) schedule(static)
+    #pragma omp parallel for num_threads(threads) schedule(static) if (n >= PARALLEL_MIN_CALLS)
     for (long long i = 0; i < n; ++i) {
         y[i] = UNARY(x[i], a);
     }

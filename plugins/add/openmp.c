@@ -5,13 +5,14 @@
 // at their own strides, 0 along broadcast dimensions, so nothing is expanded. Each thread
 // takes one equal, contiguous range of out, turns its start into coordinates once, then
 // walks it a run of the innermost dimension at a time.
+#include "../_openmp/parallel.h"
 #include <omp.h>
 
 #define MAX_DIMS 6
 
 void add_contiguous(const float *restrict a, const float *restrict b, float *restrict out, float alpha,
                     long long n, int threads) {
-    #pragma omp parallel for simd num_threads(threads) schedule(static)
+    #pragma omp parallel for simd num_threads(threads) schedule(static) if (parallel: n >= PARALLEL_MIN)
     for (long long i = 0; i < n; ++i) {
         out[i] = a[i] + alpha * b[i];
     }
@@ -33,7 +34,7 @@ void add_strided(const float *restrict a, const float *restrict b, float *restri
     for (int d = 0; d < ndim; ++d) n *= sizes[d];
     const int inner = ndim - 1;
     const long long sa = a_strides[inner], sb = b_strides[inner];
-    #pragma omp parallel num_threads(threads)
+    #pragma omp parallel num_threads(threads) if (n >= PARALLEL_MIN)
     {
         const long long nt = omp_get_num_threads(), t = omp_get_thread_num();
         const long long start = n / nt * t + (t < n % nt ? t : n % nt);

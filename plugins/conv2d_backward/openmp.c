@@ -5,6 +5,7 @@
 //       summed over the images into one grad_w (in image order: deterministic)
 //   grad_b[k] = Σ_n Σ_p g[n][k][p], each channel summed in order by one thread
 // A 1×1 convolution with stride 1 and no padding reads g[n] and x[n] as plain matrices.
+#include "../_openmp/parallel.h"
 #include "../linear/gemm_openmp.h"
 
 int conv2d_backward(const float *g, const float *x, const float *wt, float *gx, float *gw, float *gb, i64 n, i64 c,
@@ -28,7 +29,7 @@ int conv2d_backward(const float *g, const float *x, const float *wt, float *gx, 
 
     if (gb != NULL) {
         const i64 plane = oh * ow;
-#pragma omp parallel for num_threads(threads) schedule(static)
+#pragma omp parallel for num_threads(threads) schedule(static) if (k * plane >= PARALLEL_MIN)
         for (i64 kk = 0; kk < k; ++kk) {
             float sum = 0.0f;
             for (i64 b = 0; b < n; ++b) {

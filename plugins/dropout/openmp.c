@@ -1,6 +1,7 @@
 // dropout over a contiguous float array: y[i] = x[i] · (keep_i ? scale : 0), keep_i from the
 // 32-bit hash of (seed, i) that plugins/dropout/__init__.py defines (uint32 arithmetic wraps in C).
 // The hash is integer multiplies, shifts and xors: the loop vectorises (AVX2: vpmulld).
+#include "../_openmp/parallel.h"
 #include <stdint.h>
 
 #define GOLDEN 0x9e3779b9u
@@ -18,7 +19,7 @@ void dropout(const float *restrict x, float *restrict y, long long n, uint32_t s
              uint32_t threshold, float scale, int threads) {
     const uint32_t k1 = mix(seed_hi ^ mix(seed_lo + GOLDEN));
     const uint32_t k2 = mix(k1 + GOLDEN);
-    #pragma omp parallel for simd num_threads(threads) schedule(static)
+    #pragma omp parallel for simd num_threads(threads) schedule(static) if (parallel: n >= PARALLEL_MIN)
     for (long long i = 0; i < n; ++i) {
         const uint64_t index = (uint64_t)i;
         const uint32_t h = mix(mix((uint32_t)index ^ k1) ^ k2 ^ ((uint32_t)(index >> 32) * GOLDEN));

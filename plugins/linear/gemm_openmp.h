@@ -15,6 +15,7 @@
 //
 // Panels are zero-padded to MR / NR, so the micro-kernel always runs whole tiles and only stores are
 // masked. With `accumulate`, every batch adds into one C (a weight gradient summed over images).
+#include "../_openmp/parallel.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -290,7 +291,7 @@ static int gemm(i64 batch, i64 m, i64 n, i64 k, const float *a, const i64 *ad, c
         free(tab_all);
         return -1;
     }
-#pragma omp parallel num_threads(threads)
+#pragma omp parallel num_threads(threads) if (batch * m * n * k >= GEMM_PARALLEL_MIN)
     {
         int t = omp_get_thread_num();
         float *ap = ap_all + a_floats * (size_t)t, *bp = bp_all + b_floats * (size_t)t;

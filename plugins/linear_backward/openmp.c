@@ -5,7 +5,7 @@
 // gb[j] = Σ_i g[i][j]: each thread owns a range of columns and adds the rows into it in order
 // (deterministic; a row's range is contiguous when sgn is 1, so the adds vectorise).
 static void column_sums(const float *g, i64 sgm, i64 sgn, float *gb, i64 m, i64 n, int threads) {
-#pragma omp parallel num_threads(threads)
+#pragma omp parallel num_threads(threads) if (m * n >= PARALLEL_MIN)
     {
         int t = omp_get_thread_num(), nt = omp_get_num_threads();
         i64 j0 = n * t / nt, j1 = n * (t + 1) / nt;

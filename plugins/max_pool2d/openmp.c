@@ -2,12 +2,13 @@
 // its window clipped to the image row by row, taking an element greater than the best so far or NaN
 // (`v != v`: no -ffast-math here), so ties keep the first, a NaN wins (the last NaN), and a window of
 // -inf gives its first in-image element, as torch does.
+#include "../_openmp/parallel.h"
 #include <math.h>
 
 void max_pool2d(const float *x, float *out, long long *indices, long long planes, long long h, long long w,
                 long long oh, long long ow, long long kh, long long kw, long long sh, long long sw, long long ph,
                 long long pw, int threads) {
-#pragma omp parallel for collapse(2) num_threads(threads) schedule(static)
+#pragma omp parallel for collapse(2) num_threads(threads) schedule(static) if (planes * oh * ow >= PARALLEL_MIN)
     for (long long p = 0; p < planes; ++p) {
         for (long long i = 0; i < oh; ++i) {
             const float *plane = x + p * h * w;
