@@ -101,30 +101,56 @@ class Function:
 
     @classmethod
     def apply(cls, *args: Any, **kwargs: Any) -> Any:
-        from mytorch.tensor import Tensor
-
-        tensors = [a for a in args if isinstance(a, Tensor)]
-        if len({t.device for t in tensors}) > 1:
-            where = ", ".join(f"{t.device}" for t in tensors)
-            raise RuntimeError(f"mytorch: {cls.__name__}: tensors on different devices ({where}); "
-                               f"move them to one device with .to()")
-        needs = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
-        record = is_grad_enabled() and any(needs)
+        # every op of a model passes through here: the common cases take few Python steps
+        tensor_type = _tensor_type()
+        raw, needs, where = [], [], None
+        for a in args:
+            if isinstance(a, tensor_type):
+                data = a.data
+                raw.append(data)
+                needs.append(a.requires_grad)
+                device = data.get_device() if data.is_cuda else data.device  # an int: no torch.device made
+                if where is None:
+                    where = device
+                elif device != where:
+                    devices = ", ".join(str(t.device) for t in args if isinstance(t, tensor_type))
+                    raise RuntimeError(f"mytorch: {cls.__name__}: tensors on different devices ({devices}); "
+                                       f"move them to one device with .to()")
+            else:
+                raw.append(a)
+                needs.append(False)
+        needs = tuple(needs)
+        record = _grad_enabled.get() and any(needs)
         ctx = Context(needs)
-        raw = [a.data if isinstance(a, Tensor) else a for a in args]
-        with set_grad_enabled(False):
+        token = _grad_enabled.set(False)
+        try:
             out = cls.forward(ctx, *raw, **kwargs)
-        single = not isinstance(out, tuple)
-        outs = (out,) if single else out
+        finally:
+            _grad_enabled.reset(token)
         node = None
         if record:
             inputs = [_edge(a) if need else None for a, need in zip(args, needs)]
-            node = Node(cls, ctx, inputs, len(outs))
-        wrapped = tuple(
-            Tensor(o, requires_grad=node is not None and i not in ctx.non_differentiable and o.is_floating_point(),
-                   _node=(node, i) if node is not None and i not in ctx.non_differentiable else None)
-            for i, o in enumerate(outs))
-        return wrapped[0] if single else wrapped
+            node = Node(cls, ctx, inputs, 1 if not isinstance(out, tuple) else len(out))
+        if not isinstance(out, tuple):
+            if node is None or 0 in ctx.non_differentiable:
+                return tensor_type(out)
+            return tensor_type(out, requires_grad=out.is_floating_point(), _node=(node, 0))
+        return tuple(
+            tensor_type(o, requires_grad=node is not None and i not in ctx.non_differentiable and o.is_floating_point(),
+                        _node=(node, i) if node is not None and i not in ctx.non_differentiable else None)
+            for i, o in enumerate(out))
+
+
+_tensor_class: list[type] = []
+
+
+def _tensor_type() -> type[Tensor]:
+    """mytorch.Tensor (imported on first use: tensor.py imports this module)."""
+    if not _tensor_class:
+        from mytorch.tensor import Tensor
+
+        _tensor_class.append(Tensor)
+    return _tensor_class[0]
 
 
 def _edge(t: Tensor) -> Any:
