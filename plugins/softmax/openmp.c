@@ -10,6 +10,7 @@
 //
 // NaN and inf follow torch: the max ignores NaN (x > m is false) but exp(NaN - m) makes the sum
 // NaN; a row max of +inf gives inf - inf = NaN, a row of only -inf gives -inf - -inf = NaN.
+#include "../_openmp/parallel.h"
 #include <math.h>
 #include <stddef.h>
 #include <string.h>
@@ -136,7 +137,8 @@ void softmax_split(const float *x, float *y, long long rows, long long cols, lon
     float *part_m = partial, *part_s = partial + threads;
     // chunks of whole 64-byte lines, so that no two threads write one cache line
     long long chunk = ((cols + threads - 1) / threads + 15) / 16 * 16;
-    #pragma omp parallel num_threads(threads)
+    // the omp for loops below hand the `threads` chunks to whatever team runs: one thread when small
+    #pragma omp parallel num_threads(threads) if (rows * cols >= PARALLEL_MIN)
     {
         for (long long r = 0; r < rows; ++r) {
             const float *xr = x + r * x_stride;

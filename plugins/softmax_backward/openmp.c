@@ -4,6 +4,7 @@
 // Two passes per row: the dot product s (vectorised, float lanes of at most CHUNK terms gathered in a
 // double: a 1M-element row stays at float rounding), then dx; the second pass re-reads the row from cache
 // for rows up to about the L2. NaN and inf follow the formula (no -ffast-math).
+#include "../_openmp/parallel.h"
 #include <stddef.h>
 
 #define CHUNK 4096
@@ -45,7 +46,8 @@ void softmax_backward_split(const float *g, const float *y, float *dx, long long
                             long long g_stride, long long y_stride, int threads, double *partial) {
     // chunks of whole 64-byte lines, so that no two threads write one cache line of dx
     long long chunk = ((cols + threads - 1) / threads + 15) / 16 * 16;
-    #pragma omp parallel num_threads(threads)
+    // the omp for loops below hand the `threads` chunks to whatever team runs: one thread when small
+    #pragma omp parallel num_threads(threads) if (rows * cols >= PARALLEL_MIN)
     {
         for (long long r = 0; r < rows; ++r) {
             const float *gr = g + r * g_stride, *yr = y + r * y_stride;
