@@ -49,8 +49,7 @@ def outputs_of(call: Call) -> tuple[tuple[torch.Tensor, ...], ...]:
 
 
 def run_each(call: Call, plugin: str, config: dict | None = None) -> tuple:
-    """adam_update_'s ``plugin`` on every entry in turn (the CPU plugins: there one call per tensor is
-    cheap next to its arithmetic)."""
+    """adam_update_'s ``plugin`` on every entry in turn (the python plugin: the spec, one call per entry)."""
     impl = registry.impl("adam_update_", plugin)
     for single in single_calls(call):
         impl.run(single, impl.config(config))
