@@ -190,6 +190,18 @@ def dense_inputs(call: Call) -> tuple[torch.Tensor, torch.Tensor]:
     return a.expand(shape).contiguous(), b.expand(shape).contiguous()
 
 
+def binary_plan(call: Call) -> tuple[torch.Tensor, torch.Tensor, Layout, torch.Tensor]:
+    """A binary call's two inputs, their merged layout and a new output of the broadcast shape.
+    Inputs whose layout has more than MAX_DIMS dimensions (what the kernels take) come back as
+    dense copies, with their layout."""
+    a, b = list(call.inputs.values())[:2]
+    plan = layout(a, b)
+    if len(plan.sizes) > MAX_DIMS:
+        a, b = dense_inputs(call)
+        plan = layout(a, b)
+    return a, b, plan, call.empty(broadcast_shape(a.shape, b.shape))
+
+
 def distinct_elements(t: torch.Tensor) -> int:
     """Elements of ``t`` at distinct addresses (an expanded tensor is read at its own size)."""
     return math.prod(n for n, s in zip(t.shape, t.stride()) if s != 0)

@@ -20,7 +20,7 @@ import triton
 import triton.language as tl
 
 from kernelzoo.backends.triton import TritonImplementation
-from kernelzoo.elementwise import MAX_DIMS, Layout, broadcast_shape, dense_inputs, layout
+from kernelzoo.elementwise import MAX_DIMS, Layout, binary_plan
 from kernelzoo.registry import Call
 
 # (constants go right of a tensor: constexpr * tensor is no tensor in the interpreter)
@@ -167,12 +167,7 @@ class BinaryTriton(TritonImplementation):
     default_config = {"BLOCK": 2048, "num_warps": 8}
 
     def run(self, call: Call, config: dict) -> torch.Tensor:
-        a, b = call.inputs.values()
-        plan = layout(a, b)
-        if len(plan.sizes) > MAX_DIMS:
-            a, b = dense_inputs(call)
-            plan = layout(a, b)
-        out = call.empty(broadcast_shape(a.shape, b.shape))
+        a, b, plan, out = binary_plan(call)
         n, block, op = out.numel(), config["BLOCK"], call.op.kernel_name(call)
         if n == 0:
             return out

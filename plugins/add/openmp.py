@@ -6,9 +6,8 @@ from __future__ import annotations
 import torch
 
 from kernelzoo.backends.openmp import OpenMPImplementation, ptr, thread_counts
+from kernelzoo.elementwise import binary_plan
 from kernelzoo.registry import Call
-
-from . import MAX_DIMS, dense_inputs, layout
 
 
 class AddOpenMP(OpenMPImplementation):
@@ -24,12 +23,7 @@ class AddOpenMP(OpenMPImplementation):
     default_config = {"threads": thread_counts()[-1]}
 
     def run(self, call: Call, config: dict) -> torch.Tensor:
-        a, b = call.inputs["a"], call.inputs["b"]
-        plan = layout(a, b)
-        if len(plan.sizes) > MAX_DIMS:
-            a, b = dense_inputs(call)
-            plan = layout(a, b)
-        out = call.empty(torch.broadcast_shapes(a.shape, b.shape))
+        a, b, plan, out = binary_plan(call)
         lib, alpha, threads = self.library(), call.params["alpha"], config["threads"]
         if out.numel() == 0:
             return out

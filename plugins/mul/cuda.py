@@ -11,7 +11,7 @@ import torch
 from kernelzoo_plugins.add.cuda import dim_args
 
 from kernelzoo.backends.cuda import I64, CudaImplementation
-from kernelzoo.elementwise import MAX_DIMS, broadcast_shape, dense_inputs, layout
+from kernelzoo.elementwise import binary_plan
 from kernelzoo.registry import Call
 
 
@@ -23,12 +23,7 @@ class BinaryCuda(CudaImplementation):
     default_config = {"ITEMS": 2, "THREADS": 256}
 
     def run(self, call: Call, config: dict) -> torch.Tensor:
-        a, b = call.inputs.values()
-        plan = layout(a, b)
-        if len(plan.sizes) > MAX_DIMS:
-            a, b = dense_inputs(call)
-            plan = layout(a, b)
-        out = call.empty(broadcast_shape(a.shape, b.shape))
+        a, b, plan, out = binary_plan(call)
         n, threads, name = out.numel(), config["THREADS"], call.op.kernel_name(call)
         if n == 0:
             return out

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from kernelzoo.backends.openmp import OpenMPImplementation, ptr, thread_counts
-from kernelzoo.elementwise import MAX_DIMS, broadcast_shape, dense_inputs, layout
+from kernelzoo.elementwise import binary_plan
 from kernelzoo.registry import Call
 
 
@@ -30,12 +30,7 @@ class BinaryOpenMP(OpenMPImplementation):
     default_config = {"threads": thread_counts()[-1]}
 
     def run(self, call: Call, config: dict) -> torch.Tensor:
-        a, b = call.inputs.values()
-        plan = layout(a, b)
-        if len(plan.sizes) > MAX_DIMS:
-            a, b = dense_inputs(call)
-            plan = layout(a, b)
-        out = call.empty(broadcast_shape(a.shape, b.shape))
+        a, b, plan, out = binary_plan(call)
         lib, name, threads = self.library(), call.op.kernel_name(call), config["threads"]
         if out.numel() == 0:
             return out
