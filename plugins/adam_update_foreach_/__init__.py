@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from kernelzoo_plugins.adam_update_ import STATE, VARIANTS, _make, scalars
+from kernelzoo_plugins.adam_update_ import STATE, VARIANTS, _make
 from kernelzoo_plugins.sgd_update_ import check_number
 
 from kernelzoo.errors import ArgumentError, DeviceError, DTypeError
@@ -48,11 +48,11 @@ def outputs_of(call: Call) -> tuple[tuple[torch.Tensor, ...], ...]:
     return tuple(call.inputs[name] for name in call.op.inplace)
 
 
-def run_each(call: Call, plugin: str, config: dict | None = None) -> tuple:
+def run_each(call: Call, plugin: str) -> tuple:
     """adam_update_'s ``plugin`` on every entry in turn (the python plugin: the spec, one call per entry)."""
     impl = registry.impl("adam_update_", plugin)
     for single in single_calls(call):
-        impl.run(single, impl.config(config))
+        impl.run(single, impl.config())
     return outputs_of(call)
 
 
@@ -306,9 +306,3 @@ def programs(device: torch.device, blocks: int, waves: int) -> int:
     """Grid size of a one-launch kernel: ``waves`` programs per SM, never more than there are blocks."""
     sms = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 4
     return max(1, min(blocks, waves * sms))
-
-
-def scalars_of(call: Call) -> dict[str, float]:
-    """adam_update_'s per-step scalars (step_size, bc2_sqrt, decay) of the shared hyperparameters."""
-    return scalars(call)
-

@@ -4,11 +4,12 @@ addresses and size, with adam_update_'s 16-byte element update (cuda.cu includes
 from __future__ import annotations
 
 import torch
+from kernelzoo_plugins.adam_update_ import scalars
 
 from kernelzoo.backends.cuda import CudaImplementation
 from kernelzoo.registry import Call
 
-from . import OneLaunch, programs, scalars_of
+from . import OneLaunch, programs
 
 
 class AdamUpdateForeachCuda(OneLaunch, CudaImplementation):
@@ -17,7 +18,7 @@ class AdamUpdateForeachCuda(OneLaunch, CudaImplementation):
     default_config = {"THREADS": 256, "ITEMS": 2, "WAVES": 4}
 
     def launch(self, call: Call, table: torch.Tensor, rows: list[tuple[int, ...]], config: dict) -> None:
-        c, s = call.params, scalars_of(call)
+        c, s = call.params, scalars(call)
         per_block = config["THREADS"] * config["ITEMS"] * (16 // call.dtype.itemsize)
         blocks = sum(-(-row[5] // per_block) for row in rows)
         kernel = self.kernel("adam_update_foreach", call.dtype, config)

@@ -7,11 +7,12 @@ import functools
 from typing import Any
 
 import torch
+from kernelzoo_plugins.adam_update_ import scalars
 
 from kernelzoo.backends.openmp import OpenMPImplementation, ptr, thread_counts
 from kernelzoo.registry import Call
 
-from . import OneLaunch, scalars_of
+from . import OneLaunch
 
 
 class AdamUpdateForeachOpenMP(OneLaunch, OpenMPImplementation):
@@ -29,7 +30,7 @@ class AdamUpdateForeachOpenMP(OneLaunch, OpenMPImplementation):
         return self.library()
 
     def launch(self, call: Call, table: torch.Tensor, rows: list[tuple[int, ...]], config: dict) -> None:
-        c, s = call.params, scalars_of(call)
+        c, s = call.params, scalars(call)
         self._lib.adam_update_foreach(ptr(table, "long long *"), len(rows), s["step_size"], s["bc2_sqrt"],
                                       1 - c["beta1"], c["beta2"], c["eps"], c["weight_decay"], s["decay"],
                                       c["decoupled"], c["amsgrad"], config["threads"])

@@ -6,10 +6,11 @@ GPU does not run the fused kernel)."""
 from __future__ import annotations
 
 import torch
+from kernelzoo_plugins.adam_update_ import scalars
 
 from kernelzoo.registry import FLOATS, Call, Implementation
 
-from . import dense_lists, outputs_of, scalars_of
+from . import dense_lists, outputs_of
 
 
 class AdamUpdateForeachTorch(Implementation):
@@ -30,7 +31,7 @@ class AdamUpdateForeachTorch(Implementation):
                 fused(p, g, m, v, v_max, steps, lr=c["lr"], beta1=c["beta1"], beta2=c["beta2"],
                       weight_decay=c["weight_decay"], eps=c["eps"], amsgrad=c["amsgrad"], maximize=False)
             else:
-                s = scalars_of(call)
+                s = scalars(call)
                 if c["weight_decay"]:
                     if c["decoupled"]:
                         torch._foreach_mul_(p, s["decay"])

@@ -7,12 +7,13 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+from kernelzoo_plugins.adam_update_ import scalars
 from kernelzoo_plugins.adam_update_.triton import adam_block
 
 from kernelzoo.backends.triton import TritonImplementation
 from kernelzoo.registry import Call
 
-from . import OneLaunch, programs, scalars_of
+from . import OneLaunch, programs
 
 ELEMENT = {torch.float32: tl.float32, torch.float16: tl.float16, torch.bfloat16: tl.bfloat16}
 
@@ -42,7 +43,7 @@ class AdamUpdateForeachTriton(OneLaunch, TritonImplementation):
     default_config = {"BLOCK": 1024, "num_warps": 4, "WAVES": 4}
 
     def launch(self, call: Call, table: torch.Tensor, rows: list[tuple[int, ...]], config: dict) -> None:
-        c, s = call.params, scalars_of(call)
+        c, s = call.params, scalars(call)
         block = config["BLOCK"]
         blocks = sum(triton.cdiv(row[5], block) for row in rows)
         decay = c["weight_decay"] != 0
