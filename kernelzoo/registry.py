@@ -97,12 +97,18 @@ class Call:
     params: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def first(self) -> torch.Tensor:
+        """The first input's first tensor."""
+        value = next(iter(self.inputs.values()))
+        return value[0] if isinstance(value, tuple) else value
+
+    @property
     def device(self) -> torch.device:
-        return input_tensors(next(iter(self.inputs.values())))[0].device
+        return self.first.device
 
     @property
     def dtype(self) -> torch.dtype:
-        return input_tensors(next(iter(self.inputs.values())))[0].dtype
+        return self.first.dtype
 
     def empty(self, shape: Sequence[int], dtype: torch.dtype | None = None) -> torch.Tensor:
         """A new output tensor on the call's device (NaN-filled while outputs are poisoned)."""

@@ -29,7 +29,8 @@ INTERPRETER_MAX_ELEMENTS = 100_000
 
 
 def check_indices(op: str, indices: Any, num_weights: int, device: torch.device) -> None:
-    """indices: an int64 / int32 tensor on ``device``, every value in [0, num_weights) (one host sync)."""
+    """indices: an int64 / int32 tensor on ``device``, every value in [0, num_weights) (a host sync the
+    first time a tensor is checked: see value_range)."""
     if not isinstance(indices, torch.Tensor):
         raise ArgumentError(f"{op}: indices must be a torch.Tensor, got {type(indices).__name__}")
     if indices.dtype not in INDEX_DTYPES:
