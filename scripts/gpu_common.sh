@@ -1,6 +1,6 @@
-# Shared by the scripts/gpu_*.sh scripts (sourced): run NAME COMMAND... logs COMMAND's output to
-# $out/NAME.txt, appends a line (rc, seconds, last line of output) to $out/summary.txt and keeps the
-# first non-zero rc in $status.
+# Shared by the scripts/gpu_*.sh scripts (sourced), which set $out first.
+# run NAME COMMAND... logs COMMAND's output to $out/NAME.txt, appends a line (rc, seconds, last line
+# of output) to $out/summary.txt and keeps the first non-zero rc in $status.
 status=0
 run() {
     local name=$1; shift
@@ -9,4 +9,12 @@ run() {
     local rc=$?
     [ $rc -ne 0 ] && [ $status -eq 0 ] && status=$rc
     printf '%-18s rc=%-3s %4ss  %s\n' "$name" "$rc" "$((SECONDS - start))" "$(tail -n 1 "$out/$name.txt")" >> "$out/summary.txt"
+}
+
+# bundle_logs: on the lent GPU ($OUT set), which sends back at most 8 files, leave $out with
+# summary.txt, tuning.db and everything else in logs.tgz.
+bundle_logs() {
+    [ -n "${OUT:-}" ] || return 0
+    tar -czf /tmp/kernelzoo-logs.tgz -C "$out" --exclude tuning.db . && \
+        find "$out" -mindepth 1 ! -name tuning.db ! -name summary.txt -delete && mv /tmp/kernelzoo-logs.tgz "$out/logs.tgz"
 }

@@ -20,8 +20,5 @@ run profile python3 scripts/mytorch_profile.py --out "$out"
 run profile-tiny python3 scripts/mytorch_profile.py --out "$out" --size 64 1 16 64 4 --tag=-tiny
 tail -n 2 "$out/profile.txt" "$out/profile-tiny.txt" >> "$out/summary.txt"
 cat "$out/summary.txt"
-if [ -n "${OUT:-}" ]; then  # the lent GPU sends back at most 8 files: the logs travel as one archive
-    tar -czf /tmp/kernelzoo-logs.tgz -C "$out" --exclude tuning.db . && \
-        find "$out" -mindepth 1 ! -name tuning.db ! -name summary.txt -delete && mv /tmp/kernelzoo-logs.tgz "$out/logs.tgz"
-fi
+bundle_logs
 exit "$status"

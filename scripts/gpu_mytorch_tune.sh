@@ -5,6 +5,7 @@
 set -uo pipefail
 out=${OUT:-/tmp/kernelzoo-gpu-mytorch-tune}
 mkdir -p "$out"
+. "$(dirname "$0")/gpu_common.sh"  # bundle_logs
 export KERNELZOO_DB="sqlite:///$out/tuning.db"
 python3 scripts/mytorch_bench.py --out "$out" > "$out/before.txt" 2>&1 || { cat "$out/before.txt"; exit 1; }
 kernelzoo doctor > "$out/doctor-before.txt" 2>&1
@@ -19,8 +20,5 @@ python3 scripts/mytorch_profile.py --out "$out" > "$out/profile.txt" 2>&1
   echo "before: $(tail -n 1 "$out/before.txt")"; echo "after:  $(tail -n 1 "$out/after.txt")"
   tail -n 2 "$out/profile.txt"; } > "$out/summary.txt"
 cat "$out/summary.txt"
-if [ -n "${OUT:-}" ]; then  # the lent GPU sends back at most 8 files: the logs travel as one archive
-    tar -czf /tmp/kernelzoo-logs.tgz -C "$out" --exclude tuning.db . && \
-        find "$out" -mindepth 1 ! -name tuning.db ! -name summary.txt -delete && mv /tmp/kernelzoo-logs.tgz "$out/logs.tgz"
-fi
+bundle_logs
 
