@@ -1,13 +1,18 @@
 """Timing a kernel the same way everywhere (tuner, ``kernelzoo bench``, benchmarks).
 
 GPU: CUDA events around each run, the 50 MB L2 flushed before each one by writing a 256 MB
-buffer (outside the events), after a warm-up that keeps compilation and module loads out.
+buffer (outside the events), after a warm-up that keeps compilation and module loads out. The
+events time the GPU from the first event to the last, so a call whose host work (argument checks,
+allocation, the launches themselves) outlasts the flush shows that host time too; with
+``hide_host`` the GPU first waits (``torch.cuda._sleep``) for longer than the host takes to enqueue
+one call, so the events hold the call's GPU time alone, and the host time per call is reported beside it.
 CPU: ``time.perf_counter`` around each run. Both report the median and the spread of many
 runs; the repeat count adapts so a measurement takes about ``budget_ms``.
 """
 
 from __future__ import annotations
 
+import functools
 import statistics
 import time
 from collections.abc import Callable
@@ -25,6 +30,7 @@ class Timing:
     """Times of repeated runs, in milliseconds."""
 
     times_ms: tuple[float, ...]
+    host_ms: float | None = None  # GPU: the host's time to enqueue one call (median over the warm-up)
 
     @property
     def median_ms(self) -> float:
@@ -53,15 +59,16 @@ def flush_l2(device: torch.device) -> None:
 
 def time_fn(fn: Callable[[], Any], device: torch.device | str, *, warmup: int = 3,
             budget_ms: float = 200.0, min_repeats: int = 5, max_repeats: int = 500,
-            flush_l2: bool = True, setup: Callable[[], Any] | None = None) -> Timing:
+            flush_l2: bool = True, setup: Callable[[], Any] | None = None, hide_host: bool = False) -> Timing:
     """Run ``fn`` ``warmup`` times, then time it repeatedly on ``device``.
 
     ``setup`` runs before every call, untimed (in-place kernels restore their inputs there).
+    ``hide_host`` (GPU): time the GPU's work alone, the host's enqueue kept out (see the module).
     """
     device = torch.device(device)
     setup = setup or (lambda: None)
     if device.type == "cuda":
-        return _time_cuda(fn, setup, device, warmup, budget_ms, min_repeats, max_repeats, flush_l2)
+        return _time_cuda(fn, setup, device, warmup, budget_ms, min_repeats, max_repeats, flush_l2, hide_host)
     return _time_cpu(fn, setup, warmup, budget_ms, min_repeats, max_repeats)
 
 
@@ -86,15 +93,36 @@ def _time_cpu(fn: Callable[[], Any], setup: Callable[[], Any], warmup: int, budg
     return Timing(tuple(times))
 
 
-def _time_cuda(fn: Callable[[], Any], setup: Callable[[], Any], device: torch.device, warmup: int,
-               budget_ms: float, lo: int, hi: int, flush: bool) -> Timing:
+@functools.cache
+def _sleep_cycles_per_ms(device: torch.device) -> float:
+    """GPU clock cycles per millisecond of ``torch.cuda._sleep`` on ``device``, measured once."""
     with torch.cuda.device(device):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(1_000_000)  # the first call loads the kernel
+        start.record()
+        torch.cuda._sleep(10_000_000)
+        end.record()
+        torch.cuda.synchronize()
+        return 10_000_000 / start.elapsed_time(end)
+
+
+def _time_cuda(fn: Callable[[], Any], setup: Callable[[], Any], device: torch.device, warmup: int,
+               budget_ms: float, lo: int, hi: int, flush: bool, hide_host: bool) -> Timing:
+    with torch.cuda.device(device):
+        host = []
         for _ in range(max(warmup, 1)):
             setup()
+            t0 = time.perf_counter()
             fn()
-        torch.cuda.synchronize()
+            host.append((time.perf_counter() - t0) * 1e3)
+            torch.cuda.synchronize()
+        host_ms = statistics.median(host)
+        # the wait covers the enqueue of one call twice over (the host may be descheduled now and then)
+        wait_cycles = int((2 * host_ms + 0.02) * _sleep_cycles_per_ms(device)) if hide_host else 0
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         setup()
+        if wait_cycles:
+            torch.cuda._sleep(wait_cycles)
         start.record()
         fn()
         end.record()
@@ -106,8 +134,10 @@ def _time_cuda(fn: Callable[[], Any], setup: Callable[[], Any], device: torch.de
             setup()
             if flush:
                 flush_l2(device)
+            if wait_cycles:
+                torch.cuda._sleep(wait_cycles)
             begin.record()
             fn()
             finish.record()
         torch.cuda.synchronize()
-    return Timing(tuple(b.elapsed_time(f) for b, f in events))
+    return Timing(tuple(b.elapsed_time(f) for b, f in events), host_ms)

@@ -104,6 +104,7 @@ def table(rows: Sequence[Row]) -> str:
     for r in rows:
         if r.median_ms and (r.group not in fastest or r.median_ms < fastest[r.group]):
             fastest[r.group] = r.median_ms
+    host = any(r.host_ms is not None for r in rows)  # GPU rows timed with the host's enqueue kept out
     cells = []
     for r in rows:
         if r.status != "ok":
@@ -112,8 +113,9 @@ def table(rows: Sequence[Row]) -> str:
         cells.append([r.dtype, _shape(r), r.plugin + (" *" if r.plugin == r.dispatch else ""),
                       f"**{ms}**" if r.median_ms == fastest.get(r.group) else ms,
                       _num(None if r.spread is None else 100 * r.spread, ".1f", "%"), _num(r.tflops, ".3g"),
-                      _num(r.gbs, ".4g"), _num(r.pct_of_floor, ".0f", "%"), _num(r.vs_torch, ".2f", "x")])
-    return format_markdown(HEADERS, cells)
+                      _num(r.gbs, ".4g"), _num(r.pct_of_floor, ".0f", "%"), _num(r.vs_torch, ".2f", "x")]
+                     + ([_num(None if r.host_ms is None else 1e3 * r.host_ms, ".3g")] if host else []))
+    return format_markdown(HEADERS + (("host µs",) if host else ()), cells)
 
 
 def not_timed(rows: Sequence[Row]) -> list[str]:
@@ -146,9 +148,18 @@ def _provenance(meta: dict[str, Any]) -> str:
     floors = f"Floors from: {ceilings['source']}." if ceilings else "No ceilings: no floors."
     if meta.get("device_type") == "cpu":
         floors += " The floor counts memory bandwidth: inputs that fit in the CPU's caches can pass it."
+    host = ("`ms` is GPU time: the GPU waits before each timed call until the host has enqueued it, and "
+            "`host µs` is that host time per call (checks, allocation, launches), which a program pays "
+            "when it is host-bound. " if rows_have_host(meta) else "")
     return (f"Measured {meta['date'][:10]} with `{meta['command']}`; {versions}. {floors} {_load_note(meta)} "
-            "`ms` is the median, `noise` its interquartile range over it, `vs torch` torch's median over the "
-            "plugin's (above 1: faster); `*` marks the plugin `kernelzoo.ops` would run, bold the fastest.")
+            f"{host}`ms` is the median, `noise` its interquartile range over it, `vs torch` torch's median over "
+            "the plugin's (above 1: faster); `*` marks the plugin `kernelzoo.ops` would run, bold the fastest.")
+
+
+def rows_have_host(meta: dict[str, Any]) -> bool:
+    """Whether the bench that wrote ``meta`` kept the host's enqueue out of the GPU times (kernelzoo bench
+    records it as meta["timing"])."""
+    return meta.get("timing") == "gpu, host hidden"
 
 
 def op_page(op: str, results: Results, pytest_notes: dict[tuple[str, str], str]) -> str:

@@ -10,7 +10,7 @@ from typing import Any
 from kernelzoo.bench.run import Row
 from kernelzoo.table import format_table
 
-HEADERS = ("plugin", "ms", "noise", "TFLOP/s", "GB/s", "% floor", "vs torch", "config")
+HEADERS = ("plugin", "ms", "noise", "TFLOP/s", "GB/s", "% floor", "vs torch", "host µs", "config")
 
 
 def _num(value: float | None, fmt: str) -> str:
@@ -24,7 +24,7 @@ def cells(row: Row) -> list[str]:
             _num(row.median_ms, ".4g"), _num(None if row.spread is None else 100 * row.spread, ".1f") + "%",
             _num(row.tflops, ".3g"), _num(row.gbs, ".4g"),
             _num(row.pct_of_floor, ".0f") + "%", _num(row.vs_torch, ".2f") + "x",
-            config]
+            _num(None if row.host_ms is None else 1e3 * row.host_ms, ".3g"), config]
 
 
 def format_group(rows: Sequence[Row], device: str, ceilings: Mapping[str, Any] | None) -> str:

@@ -46,6 +46,7 @@ class Row:
     min_ms: float | None = None
     spread: float | None = None  # interquartile range over the median: the noise
     runs: int = 0
+    host_ms: float | None = None  # GPU: the host's time to enqueue one call, kept out of median_ms
     flops: float = 0.0
     bytes: float = 0.0
     tflops: float | None = None
@@ -88,7 +89,7 @@ def measure(fn: Callable[[], Any], device: torch.device, setup: Callable[[], Any
         return f"not timed: one run takes {once_ms:.4g} ms, more than --max-run-ms {max_run_ms:g}"
     # at least 5 runs, 3 for a call slower than the whole budget (the python plugins on big shapes)
     return time_fn(fn, device, warmup=1, budget_ms=budget_ms, min_repeats=5 if once_ms <= budget_ms else 3,
-                   setup=setup)
+                   setup=setup, hide_host=True)
 
 
 def _bench_plugin(row: Row, case: Case, spec: Op, call: Call, restore: Callable[[], None], ceilings: Ceilings | None,
@@ -117,6 +118,7 @@ def _bench_plugin(row: Row, case: Case, spec: Op, call: Call, restore: Callable[
     rates = throughput(spec, call, timing.median_ms, ceilings)
     row.status, row.median_ms, row.min_ms, row.spread, row.runs = "ok", timing.median_ms, timing.min_ms, \
         timing.spread, len(timing.times_ms)
+    row.host_ms = timing.host_ms if call.device.type == "cuda" else None
     row.tflops, row.gbs, row.pct_of_floor = rates.tflops, rates.gbs, rates.pct_of_floor
 
 
@@ -182,5 +184,7 @@ def meta(device: torch.device | str, ceilings: Ceilings | None, argv: Sequence[s
             "command": shlex.join(["kernelzoo", *argv]),
             "ceilings": ceilings.to_dict() if ceilings is not None else None,
             "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+            # GPU: time_fn's hide_host (median_ms is GPU time; host_ms the host's enqueue per call)
+            "timing": "gpu, host hidden" if fp.kind == "cuda" else "cpu, wall clock",
             # other work on the machine: the 1-minute load average when the run began and ended
             "load": [os.getloadavg()[0]] if hasattr(os, "getloadavg") else []}
