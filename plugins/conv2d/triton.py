@@ -2,11 +2,15 @@
 
 Rows of the GEMM are output pixels (n, oh, ow), columns output channels, and the reduction runs over
 (r, s, c) in BLOCK_K-channel steps of one tap at a time, flattened into one loop so that Triton
-pipelines its loads. x and the output are read and written through their strides; the wrapper makes x
-channels-last first (config channels_last: tiles then load C-contiguous) and the weight R×S×C×K (its
-tiles K-contiguous). With TRANSPOSED the same kernel computes the input gradient (conv2d_backward):
-rows are input pixels, the source is the output gradient at oh = (ih + ph − r·dh) / sh where that
-divides exactly, and the weight is read R×S×K×C.
+pipelines its loads. With few channels (FOLD_S: C at most half of BLOCK_K, the 3-channel stem) a step
+takes BLOCK_K of the S·C pairs (s, c) of one kernel row instead, so that 7×7 taps of 3 channels reduce
+in 7 steps of 32, not 49 steps of 16 mostly zero. x and the output are read and written through their
+strides; the wrapper makes x channels-last first (config channels_last: tiles then load C-contiguous)
+with one pass of transpose_kernel (torch's permuted copy took longer than the convolution itself at
+ResNet's shapes: see docs/perf/conv2d-study.md), and the weight R×S×C×K (its tiles K-contiguous). With
+TRANSPOSED the same kernel computes the input gradient (conv2d_backward): rows are input pixels, the
+source is the output gradient at oh = (ih + ph − r·dh) / sh where that divides exactly, and the weight
+is read R×S×K×C.
 """
 
 from __future__ import annotations
@@ -25,10 +29,12 @@ from . import batched, conv_shape, output_shape
 @triton.jit
 def conv_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, NPIX, C, H, W, K, OH, OW, R, S, sh, sw, ph, pw, dh, dw,
                 sxn, sxc, sxh, sxw, swr, sws, swc, swk, son, sok, soh, sow,
-                TRANSPOSED: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, PRECISION: tl.constexpr):
+                TRANSPOSED: tl.constexpr, FOLD_S: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr,
+                BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, PRECISION: tl.constexpr):
     # out[n, k, oh, ow] = bias[k] + Σ_{r, s, c} x[n, c, ih, iw] · w[r, s, c, k] over the (n, oh, ow) of
-    # NPIX = N·OH·OW rows; ih = oh·sh − ph + r·dh (TRANSPOSED: ih = (oh + ph − r·dh) / sh, exact), iw likewise
+    # NPIX = N·OH·OW rows; ih = oh·sh − ph + r·dh (TRANSPOSED: ih = (oh + ph − r·dh) / sh, exact), iw likewise.
+    # A step reduces BLOCK_K channels of one tap (r, s), or with FOLD_S (few channels) BLOCK_K of the S·C
+    # pairs (s, c) of one kernel row r.
     pid = tl.program_id(0)
     tiles_n = tl.cdiv(K, BLOCK_N)
     per_group = GROUP_M * tiles_n
@@ -45,27 +51,43 @@ def conv_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, NPIX, C, H, W, K, OH, OW, R, S,
     ks = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     k_ok = ks < K
     x_img = x_ptr + n.to(tl.int64) * sxn
-    c_tiles = tl.cdiv(C, BLOCK_K)
+    if FOLD_S:
+        taps = 1
+        steps = tl.cdiv(S * C, BLOCK_K)
+    else:
+        taps = S
+        steps = tl.cdiv(C, BLOCK_K)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for t in range(0, R * S * c_tiles):
-        rs = t // c_tiles
-        r = rs // S
-        s = rs % S
-        cs = (t % c_tiles) * BLOCK_K + tl.arange(0, BLOCK_K)
+    for t in range(0, R * taps * steps):
+        rs = t // steps
+        r = rs // taps
+        red = (t % steps) * BLOCK_K + tl.arange(0, BLOCK_K)
+        if FOLD_S:
+            s_a = (red // C)[None, :]  # (1, BLOCK_K) for the x tile
+            s_b = (red // C)[:, None]  # (BLOCK_K, 1) for the weight tile
+            cs = red % C
+            red_ok = red < S * C
+        else:
+            s_a = rs % taps
+            s_b = s_a
+            cs = red
+            red_ok = red < C
         if TRANSPOSED:
             hn = oh + ph - r * dh
-            wn = ow + pw - s * dw
             ih = hn // sh
+            row_ok = pix_ok & (hn >= 0) & (ih * sh == hn) & (ih < H)
+            wn = ow[:, None] + pw - s_a * dw
             iw = wn // sw
-            ok = pix_ok & (hn >= 0) & (wn >= 0) & (ih * sh == hn) & (iw * sw == wn) & (ih < H) & (iw < W)
+            ok = row_ok[:, None] & (wn >= 0) & (iw * sw == wn) & (iw < W)
         else:
             ih = oh * sh - ph + r * dh
-            iw = ow * sw - pw + s * dw
-            ok = pix_ok & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
-        a_ptrs = x_img[:, None] + ih[:, None] * sxh + iw[:, None] * sxw + cs[None, :] * sxc
-        a = tl.load(a_ptrs, mask=ok[:, None] & (cs[None, :] < C), other=0.0)
-        b_ptrs = w_ptr + r * swr + s * sws + cs[:, None] * swc + ks[None, :] * swk
-        b = tl.load(b_ptrs, mask=(cs[:, None] < C) & k_ok[None, :], other=0.0)
+            row_ok = pix_ok & (ih >= 0) & (ih < H)
+            iw = ow[:, None] * sw - pw + s_a * dw
+            ok = row_ok[:, None] & (iw >= 0) & (iw < W)
+        a_ptrs = x_img[:, None] + (ih * sxh)[:, None] + iw * sxw + cs[None, :] * sxc
+        a = tl.load(a_ptrs, mask=ok & red_ok[None, :], other=0.0)
+        b_ptrs = w_ptr + r * swr + s_b * sws + cs[:, None] * swc + ks[None, :] * swk
+        b = tl.load(b_ptrs, mask=red_ok[:, None] & k_ok[None, :], other=0.0)
         acc = tl.dot(a, b, acc, input_precision=PRECISION)
     if HAS_BIAS:
         acc += tl.load(bias_ptr + ks, mask=k_ok, other=0.0).to(tl.float32)[None, :]
@@ -73,8 +95,63 @@ def conv_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, NPIX, C, H, W, K, OH, OW, R, S,
     tl.store(o_ptrs, acc.to(out_ptr.dtype.element_ty), mask=pix_ok[:, None] & k_ok[None, :])
 
 
+@triton.jit
+def transpose_kernel(src_ptr, dst_ptr, P, Q, s_b, s_p, s_q, BLOCK_P: tl.constexpr, BLOCK_Q: tl.constexpr):
+    # dst[b, q, p] = src[b, p, q], dst contiguous (B, Q, P): a tile is read along q and written along p
+    b = tl.program_id(2).to(tl.int64)
+    p = tl.program_id(1) * BLOCK_P + tl.arange(0, BLOCK_P)
+    q = tl.program_id(0) * BLOCK_Q + tl.arange(0, BLOCK_Q)
+    ok = (p[:, None] < P) & (q[None, :] < Q)
+    tile = tl.load(src_ptr + b * s_b + p[:, None] * s_p + q[None, :] * s_q, mask=ok)
+    tl.store(dst_ptr + b * P * Q + q[None, :] * P + p[:, None], tile, mask=ok)
+
+
+TRANSPOSE_TILE = 64
+MAX_GRID_YZ = 65535
+
+
+def transposed(t: torch.Tensor) -> torch.Tensor:
+    """A new contiguous (B, Q, P) copy of the (B, P, Q) tensor t (any strides) with [b, q, p] = t[b, p, q]:
+    one pass of transpose_kernel (torch's permuted copy where the grid or int32 offsets would not hold)."""
+    batch, p, q = t.shape
+    out = torch.empty((batch, q, p), dtype=t.dtype, device=t.device)
+    tiles_p = triton.cdiv(p, TRANSPOSE_TILE)
+    if out.numel() == 0 or batch > MAX_GRID_YZ or tiles_p > MAX_GRID_YZ or p * q >= 2**31:
+        return out.copy_(t.transpose(1, 2))
+    transpose_kernel[(triton.cdiv(q, TRANSPOSE_TILE), tiles_p, batch)](
+        t, out, p, q, *t.stride(), BLOCK_P=TRANSPOSE_TILE, BLOCK_Q=TRANSPOSE_TILE, num_warps=4)
+    return out
+
+
+def channels_last(x: torch.Tensor) -> torch.Tensor:
+    """x (N, C, H, W) with channels-last memory (strides (H·W·C, 1, W·C, C)): x itself when it already is,
+    else a copy by transposed (torch's copy when H and W cannot be read as one axis)."""
+    n, c, h, w = x.shape
+    if x.is_contiguous(memory_format=torch.channels_last):
+        return x
+    if x.stride(2) != w * x.stride(3):
+        return x.contiguous(memory_format=torch.channels_last)
+    return transposed(x.as_strided((n, c, h * w), (x.stride(0), x.stride(1), x.stride(3)))).view(
+        n, h, w, c).permute(0, 3, 1, 2)
+
+
+def weight_rsck(w: torch.Tensor, transposed_conv: bool) -> torch.Tensor:
+    """The weight (K, C, R, S) as the (R, S, C, K) view conv reads, its last axis contiguous: one transposed
+    copy. transposed_conv: the (R, S, K, C) view for the input gradient, C contiguous."""
+    k, c, r, s = w.shape
+    w = w.contiguous()
+    if transposed_conv:  # per output channel, (C, R·S) -> (R·S, C)
+        return transposed(w.view(k, c, r * s)).view(k, r, s, c).permute(1, 2, 0, 3)
+    return transposed(w.view(1, k, c * r * s)).view(c, r, s, k).permute(1, 2, 0, 3)
+
+
+def fold_taps(c: int, config: dict) -> bool:
+    """Reduce over (s, c) pairs instead of one tap's channels: channels fill at most half a BLOCK_K step."""
+    return 2 * c <= config["BLOCK_K"]
+
+
 def conv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, out: torch.Tensor, geometry: tuple,
-         transposed: bool, config: dict) -> None:
+         transposed_conv: bool, config: dict) -> None:
     """out (N, K, OH, OW) from x (N, C, H, W) and w viewed (R, S, C, K) (any strides), geometry =
     (R, S, stride, padding, dilation); see conv_kernel. out must not be empty."""
     r, s, stride, padding, dilation = geometry
@@ -82,14 +159,14 @@ def conv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, out: torch
     if x.is_cuda:
         check_fits(x.element_size(), config)
     if config["channels_last"]:
-        x = x.contiguous(memory_format=torch.channels_last)
+        x = channels_last(x)
     npix = n * oh * ow
     grid = (triton.cdiv(npix, config["BLOCK_M"]) * triton.cdiv(k, config["BLOCK_N"]),)
     conv_kernel[grid](
         x, w, bias.contiguous() if bias is not None else out, out, npix, c, h, wd, k, oh, ow, r, s, *stride,
-        *padding, *dilation, *x.stride(), *w.stride(), *out.stride(), TRANSPOSED=transposed,
-        HAS_BIAS=bias is not None, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
-        BLOCK_K=config["BLOCK_K"], GROUP_M=config["GROUP_M"],
+        *padding, *dilation, *x.stride(), *w.stride(), *out.stride(), TRANSPOSED=transposed_conv,
+        FOLD_S=fold_taps(c, config), HAS_BIAS=bias is not None, BLOCK_M=config["BLOCK_M"],
+        BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"], GROUP_M=config["GROUP_M"],
         PRECISION="ieee" if x.dtype == torch.float32 else "tf32", num_warps=config["num_warps"],
         num_stages=config["num_stages"])
 
@@ -105,12 +182,16 @@ class ConvTritonImplementation(TritonImplementation):
 
 class Conv2dTriton(ConvTritonImplementation):
     op = "conv2d"
+    # the best geometric mean of the kernel's time over the six ResNet shapes at fp16 (H200, 2026-11-22, within
+    # 1.2× of each shape's best; 1.36× at worst): 36 KiB of shared memory, 64 accumulators a thread
+    default_config = {"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 4, "num_stages": 3,
+                      "channels_last": True}
 
     def run(self, call: Call, config: dict) -> torch.Tensor:
         cs, out = conv_shape(call), call.empty(output_shape(call))
         if out.numel() == 0:
             return out
-        w = call.inputs["weight"].permute(2, 3, 1, 0).contiguous()  # (R, S, C, K)
+        w = weight_rsck(call.inputs["weight"], False)
         conv(batched(call.inputs["x"]), w, call.inputs.get("bias"), batched(out),
              (cs.r, cs.s, cs.stride, cs.padding, cs.dilation), False, config)
         return out

@@ -13,7 +13,7 @@ import torch
 import triton
 import triton.language as tl
 from kernelzoo_plugins.conv2d import ConvShape, batched, conv_shape
-from kernelzoo_plugins.conv2d.triton import ConvTritonImplementation, conv
+from kernelzoo_plugins.conv2d.triton import ConvTritonImplementation, channels_last, conv, weight_rsck
 from kernelzoo_plugins.linear.triton import check_fits
 from kernelzoo_plugins.linear_backward.triton import channel_sums
 
@@ -68,8 +68,8 @@ class Conv2dBackwardTriton(ConvTritonImplementation):
         outs = tuple(call.empty(shape) for shape in gradient_shapes(call))
         g, x, w = batched(call.inputs["grad_out"]), batched(call.inputs["x"]), call.inputs["weight"]
         if outs[0].numel():
-            w_t = w.permute(2, 3, 0, 1).contiguous()  # (R, S, K, C): the reduction runs over K
-            conv(g, w_t, None, batched(outs[0]), (cs.r, cs.s, cs.stride, cs.padding, cs.dilation), True, config)
+            conv(g, weight_rsck(w, True), None, batched(outs[0]), (cs.r, cs.s, cs.stride, cs.padding, cs.dilation),
+                 True, config)
         self.grad_weight(g, x, outs[1], cs, config)
         if call.params["bias"]:
             channel_sums(g.reshape(cs.n, cs.k, cs.oh * cs.ow), outs[2])
@@ -83,7 +83,7 @@ class Conv2dBackwardTriton(ConvTritonImplementation):
         if x.is_cuda:
             check_fits(x.element_size(), config)
         if config["channels_last"]:
-            x = x.contiguous(memory_format=torch.channels_last)
+            x = channels_last(x)
         bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
         npix, tiles = n * oh * ow, triton.cdiv(k, bm) * triton.cdiv(c, bn)
         splits = max(1, min(triton.cdiv(TARGET_PROGRAMS, tiles * r * s), triton.cdiv(npix, 4 * bk)))
