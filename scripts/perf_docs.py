@@ -222,6 +222,9 @@ STUDIES = [
     "[attention-sdpa.md](attention-sdpa.md). The raw CUDA FlashAttention: [attention-cuda.md](attention-cuda.md).",
     "",
     "mytorch's training step against PyTorch eager, with its per-op trace and host profile: [mytorch.md](mytorch.md).",
+    "",
+    "conv2d against cuDNN on ResNet's shapes in fp16 (the torch plugin takes float32 only on the GPU), and what "
+    "moved it: [conv2d-study.md](conv2d-study.md).",
 ]
 
 
