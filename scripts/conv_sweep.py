@@ -80,13 +80,12 @@ def sweep_shape(spec, plugin, shape: tuple, dtype: torch.dtype, quick: bool, bud
                 row["configs"].append({**config, "ms": end_to_end, "kernel_ms": kernel})
         except Exception as exc:  # a config that does not compile or fit is reported, not fatal
             row["configs"].append({**config, "failed": f"{type(exc).__name__}: {str(exc)[:120]}"})
-    for name in ("configs",):
-        timed = [c for c in row[name] if "ms" in c]
-        row[f"{name}_best"] = min(timed, key=lambda c: c["ms"]) if timed else None
-        row[f"{name}_best_kernel"] = min(timed, key=lambda c: c["kernel_ms"]) if timed else None
-        bad = [c for c in row[name] if "failed" in c or "error" in c]
-        if bad:
-            print(f"    {name}: {len(bad)} configs failed or wrong, first: {bad[0]}")
+    timed = [c for c in row["configs"] if "ms" in c]
+    row["configs_best"] = min(timed, key=lambda c: c["ms"]) if timed else None
+    row["configs_best_kernel"] = min(timed, key=lambda c: c["kernel_ms"]) if timed else None
+    bad = [c for c in row["configs"] if "failed" in c or "error" in c]
+    if bad:
+        print(f"    configs: {len(bad)} failed or wrong, first: {bad[0]}")
     return row
 
 
@@ -94,12 +93,11 @@ def report(shape: tuple, row: dict) -> None:
     flops = row["flops"]
     print(f"{shape}: cudnn {row['cudnn']:.4f} ms ({flops / row['cudnn'] / 1e9:.0f} TFLOP/s), channels-last cudnn "
           f"{row['cudnn_cl']:.4f}, triton plugin default {row['plugin_default']:.4f}", flush=True)
-    for name in ("configs",):
-        best, best_kernel = row[f"{name}_best"], row[f"{name}_best_kernel"]
-        if best:
-            print(f"    {name}: end to end {best['ms']:.4f} ms ({flops / best['ms'] / 1e9:.0f} TFLOP/s, "
-                  f"{row['cudnn'] / best['ms']:.2f}x cudnn) {pick(best)}; kernel alone {best_kernel['kernel_ms']:.4f} "
-                  f"ms ({flops / best_kernel['kernel_ms'] / 1e9:.0f} TFLOP/s) {pick(best_kernel)}", flush=True)
+    best, best_kernel = row["configs_best"], row["configs_best_kernel"]
+    if best:
+        print(f"    configs: end to end {best['ms']:.4f} ms ({flops / best['ms'] / 1e9:.0f} TFLOP/s, "
+              f"{row['cudnn'] / best['ms']:.2f}x cudnn) {pick(best)}; kernel alone {best_kernel['kernel_ms']:.4f} "
+              f"ms ({flops / best_kernel['kernel_ms'] / 1e9:.0f} TFLOP/s) {pick(best_kernel)}", flush=True)
 
 
 def main() -> None:

@@ -6,8 +6,8 @@ pipelines its loads. With few channels (FOLD_S: C at most half of BLOCK_K, the 3
 takes BLOCK_K of the S·C pairs (s, c) of one kernel row instead, so that 7×7 taps of 3 channels reduce
 in 7 steps of 32, not 49 steps of 16 mostly zero. x and the output are read and written through their
 strides; the wrapper makes x channels-last first (config channels_last: tiles then load C-contiguous)
-with one pass of transpose_kernel (torch's permuted copy took longer than the convolution itself at
-ResNet's shapes: see docs/perf/conv2d-study.md), and the weight R×S×C×K (its tiles K-contiguous). With
+with one pass of transpose_kernel (torch's permuted copies took about as long as the convolution itself
+at ResNet's shapes: see docs/perf/conv2d-study.md), and the weight R×S×C×K (its tiles K-contiguous). With
 TRANSPOSED the same kernel computes the input gradient (conv2d_backward): rows are input pixels, the
 source is the output gradient at oh = (ih + ph − r·dh) / sh where that divides exactly, and the weight
 is read R×S×K×C.
@@ -182,8 +182,8 @@ class ConvTritonImplementation(TritonImplementation):
 
 class Conv2dTriton(ConvTritonImplementation):
     op = "conv2d"
-    # the best geometric mean of the kernel's time over the six ResNet shapes at fp16 (H200, 2026-11-22, within
-    # 1.2× of each shape's best; 1.36× at worst): 36 KiB of shared memory, 64 accumulators a thread
+    # the best geometric mean of the kernel's time over the six ResNet shapes at fp16 (H200, 2026-11-22: 1.20× each
+    # shape's best in geometric mean, 1.36× at worst): 36 KiB of shared memory, 64 accumulators a thread
     default_config = {"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 4, "num_stages": 3,
                       "channels_last": True}
 
