@@ -199,7 +199,8 @@ class _LayerNormFunction(torch.autograd.Function):
 # --- conformance cases (shared with layer_norm_backward) -----------------------------------------
 
 # (id, x shape, normalized_shape, layout, weight, bias, offset): odd N below and above a warp's and a
-# block's share (1, 17, 1023, 4099), rows of 65536 (looped kernels), several normalised dims, no affine,
+# block's share (1, 17, 1023, 4099), rows of 65536 (looped kernels), more long rows than the backward's grid
+# of clusters takes at once (67 x 20000: a cluster loops), several normalised dims, no affine,
 # views, empty batches, and an offset (mean ≫ std) that breaks the naive E[x²] − E[x]² variance.
 CaseSpec = tuple[str, tuple[int, ...], tuple[int, ...], str, bool, bool, float]
 
@@ -215,6 +216,7 @@ def case_specs() -> list[CaseSpec]:
         ("8x4096", (8, 4096), (4096,), "", True, False, 0.0),
         ("33x8192", (33, 8192), (8192,), "", True, True, 0.0),
         ("3x65536", (3, 65536), (65536,), "", True, True, 0.0),
+        ("67x20000", (67, 20000), (20000,), "", True, True, 0.0),
         ("2x50257", (2, 50257), (50257,), "", False, False, 0.0),
         ("4099x64", (4099, 64), (64,), "", True, True, 0.0),
         ("no-affine-17x1023", (17, 1023), (1023,), "", False, False, 0.0),

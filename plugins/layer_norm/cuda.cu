@@ -5,6 +5,12 @@
 //   block) or by the whole block (group = blockDim.x): x read once, y written once (the floor's traffic:
 //   8192 x 8192 fp32 is 537 MB, 0.179 ms at 3.0 TB/s). The mean, then the variance of the deviations held
 //   in registers (two-pass: exact, no cancellation), each a shuffle (and shared-memory) reduction.
+// ln_cluster (sm_90): a row of up to CLUSTER * THREADS * ITEMS elements split over a cluster of CLUSTER
+//   blocks, each holding its THREADS * ITEMS columns in registers as ln_fits does; the block sums meet in
+//   distributed shared memory (cluster_sum2). x still read once: 1024 x 65536 fp32 is 256 KiB a row, more
+//   than one block holds, and ln_looped's second read misses L2 there (rows in flight x 256 KiB > L2).
+//   A cluster per row: persistent clusters loading the next row during this row's sums measured slower
+//   (H100, 1024 x 65536 fp32: 63 % of the floor against 75 %; docs/perf/layer_norm-study.md).
 // ln_looped: a longer row by one block, twice: shifted sums s1 = sum(x - K), s2 = sum((x - K)^2) with
 //   K = x[0] (one pass, and no cancellation when the mean is far from 0), then y; the second read mostly
 //   hits L2.
@@ -57,29 +63,7 @@ __device__ __forceinline__ void store_pack(T* __restrict__ p, int i, int end, co
   }
 }
 
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
-// Sums of (a, b) over the block, returned to every thread. red: 33 float2 of shared memory. Calls may
-// follow each other without a barrier between: a call writes red[32] only after its first barrier,
-// which every thread reaches after reading the previous red[32].
-__device__ __forceinline__ float2 block_sum2(float a, float b, float2* red) {
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  a = warp_sum(a);
-  b = warp_sum(b);
-  if (lane == 0) red[warp] = make_float2(a, b);
-  __syncthreads();
-  if (warp == 0) {
-    const float2 w = lane < (int)(blockDim.x >> 5) ? red[lane] : make_float2(0.0f, 0.0f);
-    const float sa = warp_sum(w.x), sb = warp_sum(w.y);
-    if (lane == 0) red[32] = make_float2(sa, sb);
-  }
-  __syncthreads();
-  return red[32];
-}
+#include "../_cuda/row_sums.cuh"
 
 // Sums over a group: the warp (group 32) or the block.
 __device__ __forceinline__ float2 group_sum2(float a, float b, int group, float2* red) {
@@ -151,6 +135,51 @@ __device__ __forceinline__ void ln_fits(const T* __restrict__ x, const T* __rest
   if (lane == 0) write_stats(mean_out, rstd_out, row, mean, var, eps);
 }
 
+// ---- rows split over a cluster (sm_90) -------------------------------------------------------------
+
+#if __CUDA_ARCH__ >= 900
+// The row blockIdx.x / CLUSTER; block `rank` of its cluster (blockDim.x = THREADS) holds the columns from
+// rank * THREADS * ITEMS on, its packs laid out as ln_fits lays out a row. CLUSTER * THREADS * ITEMS >= n.
+template <int V>
+__device__ __forceinline__ void ln_cluster(const T* __restrict__ x, const T* __restrict__ w,
+                                           const T* __restrict__ b, T* __restrict__ y, float* __restrict__ mean_out,
+                                           float* __restrict__ rstd_out, int n, long long x_stride, float eps) {
+  __shared__ float2 red[33], slot_sums[2];
+  int phase = 0;
+  const unsigned rank = cluster_rank();
+  const long long row = blockIdx.x / CLUSTER;
+  const int col0 = (int)rank * THREADS * ITEMS, lane = threadIdx.x;
+  const T* xr = x + row * x_stride;
+  float v[ITEMS];
+#pragma unroll
+  for (int k = 0; k < ITEMS / V; ++k) load_pack<V>(xr, col0 + (k * THREADS + lane) * V, n, v + k * V, 0.0f);
+  float s = 0.0f;
+#pragma unroll
+  for (int j = 0; j < ITEMS; ++j) s += v[j];  // slots past the row hold 0
+  const float mean = cluster_sum2(s, 0.0f, red, slot_sums, phase).x / n;
+  float q = 0.0f;
+#pragma unroll
+  for (int j = 0; j < ITEMS; ++j) {
+    const int col = col0 + ((j / V) * THREADS + lane) * V + j % V;
+    v[j] -= mean;
+    if (col < n) q += v[j] * v[j];
+  }
+  const float var = cluster_sum2(q, 0.0f, red, slot_sums, phase).x / n;
+  const float rstd = 1.0f / sqrtf(var + eps);
+  T* yr = y + row * n;
+#pragma unroll
+  for (int k = 0; k < ITEMS / V; ++k) {
+    const int i = col0 + (k * THREADS + lane) * V;
+#pragma unroll
+    for (int e = 0; e < V; ++e) v[k * V + e] *= rstd;
+    affine<V>(v + k * V, w, b, i, n);
+    store_pack<V>(yr, i, n, v + k * V);
+  }
+  if (rank == 0 && lane == 0) write_stats(mean_out, rstd_out, row, mean, var, eps);
+  cluster_barrier();  // the other blocks may still read this block's slot sums
+}
+#endif
+
 // ---- long rows: shifted sums, then a second pass ------------------------------------------------
 
 // One block per row (grid = rows); tiles of blockDim.x * ITEMS elements.
@@ -201,15 +230,22 @@ __device__ __forceinline__ void ln_looped(const T* __restrict__ x, const T* __re
 
 // ---- entry points: each body for 16-byte packs (_vec) and for single elements (_scalar) ----------
 
-#define KZ_KERNELS(name, params, args)                                                              \
-  extern "C" __global__ void __launch_bounds__(THREADS) name##_vec params { name<PACK> args; }      \
-  extern "C" __global__ void __launch_bounds__(THREADS) name##_scalar params { name<1> args; }
+#define KZ_KERNELS_WITH(attrs, name, params, args)                                                  \
+  extern "C" __global__ void attrs __launch_bounds__(THREADS) name##_vec params { name<PACK> args; }   \
+  extern "C" __global__ void attrs __launch_bounds__(THREADS) name##_scalar params { name<1> args; }
+#define KZ_KERNELS(name, params, args) KZ_KERNELS_WITH(, name, params, args)
 
 KZ_KERNELS(ln_fits,
            (const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, T* __restrict__ y,
             float* __restrict__ mean, float* __restrict__ rstd, int rows, int n, long long x_stride, int group,
             float eps),
            (x, w, b, y, mean, rstd, rows, n, x_stride, group, eps))
+#if __CUDA_ARCH__ >= 900
+KZ_KERNELS_WITH(__cluster_dims__(CLUSTER, 1, 1), ln_cluster,
+                (const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, T* __restrict__ y,
+                 float* __restrict__ mean, float* __restrict__ rstd, int n, long long x_stride, float eps),
+                (x, w, b, y, mean, rstd, n, x_stride, eps))
+#endif
 KZ_KERNELS(ln_looped,
            (const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, T* __restrict__ y,
             float* __restrict__ mean, float* __restrict__ rstd, int n, long long x_stride, float eps),

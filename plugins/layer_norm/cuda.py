@@ -1,8 +1,10 @@
 """layer_norm in raw CUDA, compiled by NVRTC: a row in registers by a warp or a block when THREADS * ITEMS
-holds it (two-pass statistics, exact), else a looped kernel (shifted sums, then a second pass)."""
+holds it (two-pass statistics, exact); on sm_90, by a cluster of CLUSTER blocks when CLUSTER times that holds
+it; else a looped kernel (shifted sums, then a second pass)."""
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -16,6 +18,17 @@ from . import as_rows, stats_shape
 _MAX_COLS = 1 << 30  # element offsets within a row are 32-bit, with a tile of headroom
 
 
+@functools.cache
+def has_clusters(device: torch.device) -> bool:
+    """Whether the GPU runs thread-block clusters (sm_90 on): the cluster kernels exist only there."""
+    return torch.cuda.get_device_capability(device) >= (9, 0)
+
+
+@functools.cache
+def sm_count(device: torch.device) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
 def vector_ok(pack: int, n: int, row_strides: tuple[int, ...], rows: int, *tensors: torch.Tensor | None) -> bool:
     """Whether 16-byte accesses of ``pack`` elements fit: n and every row stride multiples of it (a single
     row needs no stride), every pointer 16-byte aligned."""
@@ -25,10 +38,12 @@ def vector_ok(pack: int, n: int, row_strides: tuple[int, ...], rows: int, *tenso
 
 class LayerNormCuda(CudaImplementation):
     op = "layer_norm"
-    # THREADS: threads per block (the most a row gets); ITEMS: elements per thread, in registers
-    config_space = {"THREADS": [128, 256, 512, 1024], "ITEMS": [1, 2, 4, 8, 16, 32]}
-    # 8192 columns in registers: 16 per thread (4 fp32 or 2 fp16 16-byte loads in flight), blocks of 512
-    default_config = {"THREADS": 512, "ITEMS": 16}
+    # THREADS: threads per block (the most a row gets); ITEMS: elements per thread, in registers; CLUSTER:
+    # blocks a row longer than a block's THREADS * ITEMS is split over (sm_90)
+    config_space = {"THREADS": [128, 256, 512, 1024], "ITEMS": [1, 2, 4, 8, 16, 32], "CLUSTER": [2, 4, 8]}
+    # 8192 columns in registers: 16 per thread (4 fp32 or 2 fp16 16-byte loads in flight), blocks of 512;
+    # clusters of 8 (the most every sm_90 GPU runs) hold rows of 65536
+    default_config = {"THREADS": 512, "ITEMS": 16, "CLUSTER": 8}
 
     def run(self, call: Call, config: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         x, shape = call.inputs["x"], call.params["normalized_shape"]
@@ -63,6 +78,9 @@ class LayerNormCuda(CudaImplementation):
             block = min(threads, ((n + items - 1) // items + 31) // 32 * 32)
             self.kernel("ln_fits" + suffix, x.dtype, config)(x, w, b, y, mean, rstd, rows, n, I64(stride), block, eps,
                                                               grid=rows, block=block)
+        elif n <= threads * items * config["CLUSTER"] and has_clusters(x.device):  # a cluster of blocks per row
+            self.kernel("ln_cluster" + suffix, x.dtype, config)(x, w, b, y, mean, rstd, n, I64(stride), eps,
+                                                                grid=rows * config["CLUSTER"], block=threads)
         else:
             self.kernel("ln_looped" + suffix, x.dtype, config)(x, w, b, y, mean, rstd, n, I64(stride), eps,
                                                                 grid=rows, block=threads)

@@ -8,8 +8,13 @@
 //
 // lnb_fits: a row held in registers, ITEMS elements per thread, by one warp (group = 32) or the whole block;
 //   a group takes rows slot, slot + slots, ... (slots = the groups in the grid, about two blocks per SM:
-//   enough 16-byte loads in flight per thread that more occupancy buys nothing, and few partial rows to
-//   reduce — at 8192 x 8192 fp32 with 264 slots, 17 MB against the 805 MB of dy, x and dx).
+//   enough 16-byte loads in flight per thread that more occupancy buys nothing), and each block writes one
+//   partial row: few to reduce — at 8192 x 8192 fp32 with 264 blocks, 17 MB against the 805 MB of dy, x
+//   and dx.
+// lnb_cluster (sm_90): a row of up to CLUSTER * THREADS * ITEMS elements split over a cluster of CLUSTER
+//   blocks, each holding its THREADS * ITEMS columns as lnb_fits holds a row, the row sums added across the
+//   cluster in distributed shared memory; a cluster takes rows slot, slot + slots, ... (slots = clusters)
+//   and each of its blocks writes its columns of partial row `slot`. dy and x read once.
 // lnb_row_stats + lnb_looped: longer rows. A block per row writes (c1, c2); then a block per slot of
 //   consecutive rows walks the row in tiles, each tile over all its rows, so that the dw, db accumulators
 //   of a tile stay in registers; dy and x are read twice.
@@ -70,34 +75,13 @@ __device__ __forceinline__ void store_partial(float* __restrict__ part, int i, i
   }
 }
 
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
-// Sums of (a, b) over the block, returned to every thread. red: 33 float2 of shared memory. Calls may
-// follow each other without a barrier between: a call writes red[32] only after its first barrier,
-// which every thread reaches after reading the previous red[32].
-__device__ __forceinline__ float2 block_sum2(float a, float b, float2* red) {
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  a = warp_sum(a);
-  b = warp_sum(b);
-  if (lane == 0) red[warp] = make_float2(a, b);
-  __syncthreads();
-  if (warp == 0) {
-    const float2 w = lane < (int)(blockDim.x >> 5) ? red[lane] : make_float2(0.0f, 0.0f);
-    const float sa = warp_sum(w.x), sb = warp_sum(w.y);
-    if (lane == 0) red[32] = make_float2(sa, sb);
-  }
-  __syncthreads();
-  return red[32];
-}
+#include "../_cuda/row_sums.cuh"
 
 // ---- rows held in registers ------------------------------------------------------------------
 
 // Thread `lane` of a group of `group` threads holds ITEMS elements of a row: packs k * group + lane
-// (k < ITEMS / V). group * ITEMS >= n. Slot = the group's index in the grid; it owns partial row `slot`.
+// (k < ITEMS / V). group * ITEMS >= n. Slot = the group's index in the grid; the block owns partial row
+// blockIdx.x.
 template <int V>
 __device__ __forceinline__ void lnb_fits(const T* __restrict__ dy, const T* __restrict__ x,
                                          const float* __restrict__ mean, const float* __restrict__ rstd,
@@ -143,13 +127,95 @@ __device__ __forceinline__ void lnb_fits(const T* __restrict__ dy, const T* __re
 #pragma unroll
     for (int k = 0; k < ITEMS / V; ++k) store_pack<V>(dx + row * n, (k * group + lane) * V, n, out + k * V);
   }
+  if (groups == 1) {
+#pragma unroll
+    for (int k = 0; k < ITEMS / V; ++k) {
+      const int i = (k * group + lane) * V;
+      store_partial<V>(part_w + blockIdx.x * (long long)n, i, n, aw + k * V);
+      store_partial<V>(part_b + blockIdx.x * (long long)n, i, n, ab + k * V);
+    }
+    return;
+  }
+  // A warp per row: the block's warps add their partial rows in shared memory, in warp order, and the block
+  // writes one partial row (a partial row per warp would be as many bytes as the rows themselves at n = 1024).
+  __shared__ float sum_w[32 * ITEMS], sum_b[32 * ITEMS];
+  for (int g = 0; g < groups; ++g) {
+    if (threadIdx.x / 32 == g) {
+#pragma unroll
+      for (int j = 0; j < ITEMS; ++j) {
+        const int i = ((j / V) * 32 + lane) * V + j % V;
+        sum_w[i] = g == 0 ? aw[j] : sum_w[i] + aw[j];
+        sum_b[i] = g == 0 ? ab[j] : sum_b[i] + ab[j];
+      }
+    }
+    __syncthreads();
+  }
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    part_w[blockIdx.x * (long long)n + i] = sum_w[i];
+    part_b[blockIdx.x * (long long)n + i] = sum_b[i];
+  }
+}
+
+// ---- rows split over a cluster (sm_90) -------------------------------------------------------------
+
+#if __CUDA_ARCH__ >= 900
+// Cluster `slot` = blockIdx.x / CLUSTER takes rows slot, slot + slots, ...; its block `rank` (blockDim.x =
+// THREADS) holds the columns from rank * THREADS * ITEMS on, laid out as lnb_fits lays out a row, and owns
+// those columns of partial row `slot`. CLUSTER * THREADS * ITEMS >= n.
+template <int V>
+__device__ __forceinline__ void lnb_cluster(const T* __restrict__ dy, const T* __restrict__ x,
+                                            const float* __restrict__ mean, const float* __restrict__ rstd,
+                                            const T* __restrict__ w, T* __restrict__ dx, float* __restrict__ part_w,
+                                            float* __restrict__ part_b, int rows, int n, long long dy_stride,
+                                            long long x_stride) {
+  __shared__ float2 red[33], slot_sums[2];
+  int phase = 0;
+  const int col0 = (int)cluster_rank() * THREADS * ITEMS, lane = threadIdx.x;
+  const long long slot = blockIdx.x / CLUSTER, slots = gridDim.x / CLUSTER;
+  float wv[ITEMS], aw[ITEMS], ab[ITEMS];
+#pragma unroll
+  for (int k = 0; k < ITEMS / V; ++k) load_pack<V>(w, col0 + (k * THREADS + lane) * V, n, wv + k * V, 1.0f);
+#pragma unroll
+  for (int j = 0; j < ITEMS; ++j) aw[j] = ab[j] = 0.0f;
+  for (long long row = slot; row < rows; row += slots) {  // the same rows for the whole cluster
+    float xv[ITEMS], dv[ITEMS];
+#pragma unroll
+    for (int k = 0; k < ITEMS / V; ++k) {
+      const int i = col0 + (k * THREADS + lane) * V;
+      load_pack<V>(x + row * x_stride, i, n, xv + k * V, 0.0f);
+      load_pack<V>(dy + row * dy_stride, i, n, dv + k * V, 0.0f);  // 0 past the row: adds nothing below
+    }
+    const float m = mean[row], rs = rstd[row];
+    float a = 0.0f, c = 0.0f;
+#pragma unroll
+    for (int j = 0; j < ITEMS; ++j) {
+      xv[j] = (xv[j] - m) * rs;  // x_hat
+      const float g = dv[j] * wv[j];
+      a += g;
+      c += g * xv[j];
+    }
+    const float2 s = cluster_sum2(a, c, red, slot_sums, phase);
+    const float c1 = s.x / n, c2 = s.y / n;
+    float out[ITEMS];
+#pragma unroll
+    for (int j = 0; j < ITEMS; ++j) {
+      out[j] = rs * (dv[j] * wv[j] - c1 - xv[j] * c2);
+      aw[j] += dv[j] * xv[j];
+      ab[j] += dv[j];
+    }
+#pragma unroll
+    for (int k = 0; k < ITEMS / V; ++k)
+      store_pack<V>(dx + row * n, col0 + (k * THREADS + lane) * V, n, out + k * V);
+  }
 #pragma unroll
   for (int k = 0; k < ITEMS / V; ++k) {
-    const int i = (k * group + lane) * V;
+    const int i = col0 + (k * THREADS + lane) * V;
     store_partial<V>(part_w + slot * n, i, n, aw + k * V);
     store_partial<V>(part_b + slot * n, i, n, ab + k * V);
   }
+  cluster_barrier();  // the other blocks may still read this block's slot sums
 }
+#endif
 
 // ---- long rows -----------------------------------------------------------------------------------
 
@@ -236,15 +302,24 @@ __device__ __forceinline__ void lnb_looped(const T* __restrict__ dy, const T* __
 
 // ---- entry points ------------------------------------------------------------------------------
 
-#define KZ_KERNELS(name, params, args)                                                              \
-  extern "C" __global__ void __launch_bounds__(THREADS) name##_vec params { name<PACK> args; }      \
-  extern "C" __global__ void __launch_bounds__(THREADS) name##_scalar params { name<1> args; }
+#define KZ_KERNELS_WITH(attrs, name, params, args)                                                  \
+  extern "C" __global__ void attrs __launch_bounds__(THREADS) name##_vec params { name<PACK> args; }   \
+  extern "C" __global__ void attrs __launch_bounds__(THREADS) name##_scalar params { name<1> args; }
+#define KZ_KERNELS(name, params, args) KZ_KERNELS_WITH(, name, params, args)
 
 KZ_KERNELS(lnb_fits,
            (const T* __restrict__ dy, const T* __restrict__ x, const float* __restrict__ mean,
             const float* __restrict__ rstd, const T* __restrict__ w, T* __restrict__ dx, float* __restrict__ part_w,
             float* __restrict__ part_b, int rows, int n, long long dy_stride, long long x_stride, int group),
            (dy, x, mean, rstd, w, dx, part_w, part_b, rows, n, dy_stride, x_stride, group))
+#if __CUDA_ARCH__ >= 900
+KZ_KERNELS_WITH(__cluster_dims__(CLUSTER, 1, 1), lnb_cluster,
+                (const T* __restrict__ dy, const T* __restrict__ x, const float* __restrict__ mean,
+                 const float* __restrict__ rstd, const T* __restrict__ w, T* __restrict__ dx,
+                 float* __restrict__ part_w, float* __restrict__ part_b, int rows, int n, long long dy_stride,
+                 long long x_stride),
+                (dy, x, mean, rstd, w, dx, part_w, part_b, rows, n, dy_stride, x_stride))
+#endif
 KZ_KERNELS(lnb_row_stats,
            (const T* __restrict__ dy, const T* __restrict__ x, const float* __restrict__ mean,
             const float* __restrict__ rstd, const T* __restrict__ w, float2* __restrict__ stats, int n,
@@ -258,20 +333,24 @@ KZ_KERNELS(lnb_looped,
            (dy, x, mean, rstd, w, stats, dx, part_w, part_b, rows, n, dy_stride, x_stride, rows_per_slot))
 
 // Stage 2: dw[c] = sum over slots of part_w[s][c] (blockIdx.y = 0), db[c] likewise (blockIdx.y = 1).
-// Block (32, 4): 32 adjacent columns (coalesced), 4 threads per column each adding every 4th slot, then
-// thread y = 0 adds the four in order. No sums past n (slots may be 0: the sums of no rows are 0).
-extern "C" __global__ void lnb_reduce(const float* __restrict__ part_w, const float* __restrict__ part_b,
-                                      T* __restrict__ dw, T* __restrict__ db, int slots, int n) {
-  __shared__ float red[4][33];
+// Block (32, 32): 32 adjacent columns (coalesced), 32 threads per column each adding every 32nd slot (so
+// that many loads are in flight: a few hundred slots of a short row are otherwise a long serial chain per
+// thread), then a tree over the 32 in a fixed order. No sums past n (slots may be 0: the sums of no rows are 0).
+extern "C" __global__ void __launch_bounds__(1024) lnb_reduce(const float* __restrict__ part_w,
+                                                              const float* __restrict__ part_b, T* __restrict__ dw,
+                                                              T* __restrict__ db, int slots, int n) {
+  __shared__ float red[32][33];
   const int col = blockIdx.x * 32 + threadIdx.x;
   const float* part = blockIdx.y == 0 ? part_w : part_b;
   float s = 0.0f;
   if (col < n)
-    for (int k = threadIdx.y; k < slots; k += 4) s += part[(long long)k * n + col];
+    for (int k = threadIdx.y; k < slots; k += 32) s += part[(long long)k * n + col];
   red[threadIdx.y][threadIdx.x] = s;
   __syncthreads();
-  if (threadIdx.y == 0 && col < n) {
-    const float total = ((red[0][threadIdx.x] + red[1][threadIdx.x]) + red[2][threadIdx.x]) + red[3][threadIdx.x];
-    (blockIdx.y == 0 ? dw : db)[col] = kz_from_float<T>(total);
+#pragma unroll
+  for (int half = 16; half > 0; half >>= 1) {
+    if (threadIdx.y < half) red[threadIdx.y][threadIdx.x] += red[threadIdx.y + half][threadIdx.x];
+    __syncthreads();
   }
+  if (threadIdx.y == 0 && col < n) (blockIdx.y == 0 ? dw : db)[col] = kz_from_float<T>(red[0][threadIdx.x]);
 }

@@ -1,13 +1,12 @@
 """layer_norm_backward in raw CUDA, compiled by NVRTC: rows in registers by a warp or a block, each group of
 threads taking every slots-th row and keeping its grad_weight / grad_bias partial row in registers; longer
+rows split over a cluster of CLUSTER blocks (sm_90) where that holds them; longer
 rows by a row-statistics kernel and a tiled kernel; a second small kernel adds the partial rows in order."""
 
 from __future__ import annotations
 
-import functools
-
 import torch
-from kernelzoo_plugins.layer_norm.cuda import vector_ok
+from kernelzoo_plugins.layer_norm.cuda import has_clusters, sm_count, vector_ok
 
 from kernelzoo.backends.cuda import I64, CudaImplementation
 from kernelzoo.errors import UnsupportedError
@@ -18,17 +17,14 @@ from . import rows_of
 _MAX_COLS = 1 << 30  # element offsets within a row are 32-bit, with a tile of headroom
 
 
-@functools.cache
-def _sm_count(device: torch.device) -> int:
-    return torch.cuda.get_device_properties(device).multi_processor_count
-
-
 class LayerNormBackwardCuda(CudaImplementation):
     op = "layer_norm_backward"
     # THREADS: threads per block (the most a row gets); ITEMS: elements per thread, in registers;
-    # blocks_per_sm: the grid's size (so the number of partial rows) per SM, for THREADS-thread blocks
-    config_space = {"THREADS": [128, 256, 512, 1024], "ITEMS": [1, 2, 4, 8, 16, 32], "blocks_per_sm": [1, 2, 4]}
-    default_config = {"THREADS": 512, "ITEMS": 16, "blocks_per_sm": 2}
+    # blocks_per_sm: the grid's size (so the number of partial rows) per SM, for THREADS-thread blocks;
+    # CLUSTER: blocks a row longer than a block's THREADS * ITEMS is split over (sm_90)
+    config_space = {"THREADS": [128, 256, 512, 1024], "ITEMS": [1, 2, 4, 8, 16, 32], "blocks_per_sm": [1, 2, 4],
+                    "CLUSTER": [2, 4, 8]}
+    default_config = {"THREADS": 512, "ITEMS": 16, "blocks_per_sm": 2, "CLUSTER": 8}
 
     def run(self, call: Call, config: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         dy, x, mean, rstd, n = rows_of(call)
@@ -41,7 +37,7 @@ class LayerNormBackwardCuda(CudaImplementation):
             w = call.inputs["weight"].contiguous() if "weight" in call.inputs else None
             slots, part = self._rows(dy, x, mean, rstd, w, dx, config)
             self.kernel("lnb_reduce", x.dtype, config)(part[0], part[1], dw, db, slots, n,
-                                                       grid=((n + 31) // 32, 2), block=(32, 4))
+                                                       grid=((n + 31) // 32, 2), block=(32, 32))
         return dx.view(call.inputs["x"].shape), dw.view(shape), db.view(shape)
 
     def _rows(self, dy: torch.Tensor, x: torch.Tensor, mean: torch.Tensor, rstd: torch.Tensor,
@@ -52,19 +48,25 @@ class LayerNormBackwardCuda(CudaImplementation):
         strides = (I64(dy.stride(0)), I64(x.stride(0)))
         pack = min(16 // x.element_size(), items)
         suffix = "_vec" if vector_ok(pack, n, (dy.stride(0), x.stride(0)), rows, dy, x, dx, w) else "_scalar"
-        budget = _sm_count(x.device) * config["blocks_per_sm"]  # blocks of THREADS threads in the grid
+        budget = sm_count(x.device) * config["blocks_per_sm"]  # blocks of THREADS threads in the grid
         if n <= threads * items:
             if n <= 32 * items:  # a warp per row
-                group, block, groups = 32, threads, threads // 32
-                grid = max(1, min((rows + groups - 1) // groups, budget))
+                group, block = 32, threads
+                grid = max(1, min((rows * 32 + block - 1) // block, budget))
             else:  # a block per row, of just enough warps to hold it
                 group = block = min(threads, ((n + items - 1) // items + 31) // 32 * 32)
-                groups = 1
                 grid = max(1, min(rows, budget * max(1, threads // block)))
-            slots = grid * groups
+            slots = grid  # a partial row per block
             part = torch.empty((2, slots, n), dtype=torch.float32, device=x.device)
             self.kernel("lnb_fits" + suffix, x.dtype, config)(dy, x, mean, rstd, w, dx, part[0], part[1], rows, n,
                                                               *strides, group, grid=grid, block=block)
+            return slots, part
+        cluster = config["CLUSTER"]
+        if n <= threads * items * cluster and has_clusters(x.device):  # a cluster of blocks per row
+            slots = max(1, min(rows, budget // cluster))
+            part = torch.empty((2, slots, n), dtype=torch.float32, device=x.device)
+            self.kernel("lnb_cluster" + suffix, x.dtype, config)(dy, x, mean, rstd, w, dx, part[0], part[1], rows, n,
+                                                                 *strides, grid=slots * cluster, block=threads)
             return slots, part
         stats = torch.empty((rows, 2), dtype=torch.float32, device=x.device)  # (c1, c2) per row
         self.kernel("lnb_row_stats" + suffix, x.dtype, config)(dy, x, mean, rstd, w, stats, n, *strides,
