@@ -6,7 +6,7 @@ rows by a row-statistics kernel and a tiled kernel; a second small kernel adds t
 from __future__ import annotations
 
 import torch
-from kernelzoo_plugins.layer_norm.cuda import has_clusters, sm_count, vector_ok
+from kernelzoo_plugins.layer_norm.cuda import cluster_size, has_clusters, sm_count, vector_ok
 
 from kernelzoo.backends.cuda import I64, CudaImplementation
 from kernelzoo.errors import UnsupportedError
@@ -21,7 +21,8 @@ class LayerNormBackwardCuda(CudaImplementation):
     op = "layer_norm_backward"
     # THREADS: threads per block (the most a row gets); ITEMS: elements per thread, in registers;
     # blocks_per_sm: the grid's size (so the number of partial rows) per SM, for THREADS-thread blocks;
-    # CLUSTER: blocks a row longer than a block's THREADS * ITEMS is split over (sm_90)
+    # CLUSTER: the most blocks a row longer than a block's THREADS * ITEMS is split over (sm_90; a row gets
+    # as few as hold it)
     config_space = {"THREADS": [128, 256, 512, 1024], "ITEMS": [1, 2, 4, 8, 16, 32], "blocks_per_sm": [1, 2, 4],
                     "CLUSTER": [2, 4, 8]}
     default_config = {"THREADS": 512, "ITEMS": 16, "blocks_per_sm": 2, "CLUSTER": 8}
@@ -61,12 +62,12 @@ class LayerNormBackwardCuda(CudaImplementation):
             self.kernel("lnb_fits" + suffix, x.dtype, config)(dy, x, mean, rstd, w, dx, part[0], part[1], rows, n,
                                                               *strides, group, grid=grid, block=block)
             return slots, part
-        cluster = config["CLUSTER"]
-        if n <= threads * items * cluster and has_clusters(x.device):  # a cluster of blocks per row
+        if n <= threads * items * config["CLUSTER"] and has_clusters(x.device):  # a cluster of blocks per row
+            cluster = cluster_size(n, threads * items)
             slots = max(1, min(rows, budget // cluster))
             part = torch.empty((2, slots, n), dtype=torch.float32, device=x.device)
-            self.kernel("lnb_cluster" + suffix, x.dtype, config)(dy, x, mean, rstd, w, dx, part[0], part[1], rows, n,
-                                                                 *strides, grid=slots * cluster, block=threads)
+            self.kernel("lnb_cluster" + suffix, x.dtype, {**config, "CLUSTER": cluster})(
+                dy, x, mean, rstd, w, dx, part[0], part[1], rows, n, *strides, grid=slots * cluster, block=threads)
             return slots, part
         stats = torch.empty((rows, 2), dtype=torch.float32, device=x.device)  # (c1, c2) per row
         self.kernel("lnb_row_stats" + suffix, x.dtype, config)(dy, x, mean, rstd, w, stats, n, *strides,
