@@ -225,6 +225,9 @@ STUDIES = [
     "",
     "conv2d against cuDNN on ResNet's shapes in fp16 (the torch plugin takes float32 only on the GPU), and what "
     "moved it: [conv2d-study.md](conv2d-study.md).",
+    "",
+    "layer_norm and its backward against a copy of the same bytes, per config, and what the cluster kernels "
+    "moved: [layer_norm-study.md](layer_norm-study.md).",
 ]
 
 
