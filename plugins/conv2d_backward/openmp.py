@@ -1,5 +1,6 @@
-"""conv2d's gradients in OpenMP C: implicit GEMMs on the shared GEMM core (a transposed-conv gather for
-grad_x, an im2row gather for grad_weight summed over the images in order) and ordered bias sums."""
+"""conv2d's gradients in OpenMP C: grad_x an implicit GEMM on the shared GEMM core (a transposed-conv gather),
+grad_weight its own driver on the core's micro-kernel (tasks of tap columns, x packed straight into panels,
+the images summed in order), and ordered bias sums."""
 
 from __future__ import annotations
 
