@@ -1,7 +1,8 @@
 """conv2d's Triton kernels beyond the conformance cases: both reduction orders of conv_kernel (one tap's
-channels per step, and the folded (s, c) pairs of few-channel inputs), forward and input gradient,
-and the layout copies (channels_last, weight_rsck) they read. Tiny sizes: the interpreter runs these on
-the CPU."""
+channels per step, and the folded (s, c) pairs of few-channel inputs), forward and input gradient;
+the weight gradient's tiles of (tap, channel) columns, spanning taps or not (3, 20, 32 channels in tiles of
+16); and the layout copies (channels_last, weight_rsck) they read. Tiny sizes: the interpreter runs these
+on the CPU."""
 
 from __future__ import annotations
 
@@ -12,13 +13,13 @@ from kernelzoo_plugins.conv2d import triton as conv_triton
 from kernelzoo.registry import registry
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-# BLOCK_K 16: 3 channels fold (2·3 <= 16), 20 do not
+# BLOCK_K 16: 3 channels fold (2·3 <= 16), 20 and 32 do not; BLOCK_N 16 divides 32 (a tap's columns fill tiles)
 CONFIG = {"BLOCK_M": 32, "BLOCK_N": 16, "BLOCK_K": 16, "GROUP_M": 8, "num_warps": 4, "num_stages": 2,
           "channels_last": True}
 GEOMETRIES = {"stride2-pad1": {"stride": 2, "padding": 1}, "dilation2-pad1x0": {"padding": (1, 0), "dilation": 2}}
 
 
-@pytest.mark.parametrize("channels", [3, 20])
+@pytest.mark.parametrize("channels", [3, 20, 32])
 @pytest.mark.parametrize("geometry", GEOMETRIES)
 @pytest.mark.parametrize("op", ["conv2d", "conv2d_backward"])
 def test_reduction_orders_match_reference(op: str, geometry: str, channels: int) -> None:

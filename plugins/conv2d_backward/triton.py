@@ -2,8 +2,10 @@
 
 - grad_x: conv2d's kernel with TRANSPOSED (rows are input pixels, the source the output gradient at
   oh = (ih + ph − r·dh) / sh where exact, the weight read R×S×K×C);
-- grad_weight: per tap (r, s) a K×C tile summed over a range of output pixels (wgrad_kernel), float32
-  partials per pixel split, then the splits added in order (linear_backward's channel_sums);
+- grad_weight: one K × (R·S·C) GEMM over the output pixels (wgrad_kernel: the columns are (tap, channel)
+  pairs gathered from x, so that few channels do not pad a tile per tap — the 3-channel 7×7 stem had 49 tiles
+  of 3 useful columns in 64), float32 partials per pixel split, then the splits added in order
+  (linear_backward's channel_sums) and the (K, R, S, C) sums laid out as (K, C, R, S);
 - grad_bias: channel_sums of the output gradient. Deterministic: no atomics anywhere.
 """
 
@@ -25,20 +27,24 @@ TARGET_PROGRAMS = 528  # 4 programs per SM of an H100: grad_weight splits its pi
 
 
 @triton.jit
-def wgrad_kernel(g_ptr, x_ptr, ws_ptr, NPIX, C, H, W, K, OH, OW, S, RS, sh, sw, ph, pw, dh, dw,
+def wgrad_kernel(g_ptr, x_ptr, ws_ptr, NPIX, C, H, W, K, OH, OW, S, COLS, sh, sw, ph, pw, dh, dw,
                  sgn, sgk, sgh, sgw, sxn, sxc, sxh, sxw, per_split,
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PRECISION: tl.constexpr):
-    # ws[split, k, c, r, s] = Σ over the split's output pixels (n, oh, ow) of g[n, k, oh, ow] · x[n, c, ih, iw],
-    # ih = oh·sh − ph + r·dh, iw = ow·sw − pw + s·dw (zero outside x); program axis 1 is the tap r·S + s
-    tiles_n = tl.cdiv(C, BLOCK_N)
+    # ws[split, k, j] = Σ over the split's output pixels (n, oh, ow) of g[n, k, oh, ow] · x[n, c, ih, iw] for the
+    # columns j = (r·S + s)·C + c (COLS = R·S·C of them), ih = oh·sh − ph + r·dh, iw = ow·sw − pw + s·dw (zero
+    # outside x): one GEMM over every tap, so a tile of BLOCK_N columns spans taps when C is small. (Gathering
+    # per pixel where a tile's columns share one tap measured slower on the H100: docs/perf/conv2d-study.md.)
+    tiles_n = tl.cdiv(COLS, BLOCK_N)
     pid_m = tl.program_id(0) // tiles_n
     pid_n = tl.program_id(0) % tiles_n
-    rs = tl.program_id(1)
-    split = tl.program_id(2)
-    r = rs // S
-    s = rs % S
+    split = tl.program_id(1)
     ks = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    cs = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    js = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    c = js % C
+    rs = js // C
+    dih = (rs // S) * dh  # (BLOCK_N,) the column's tap offsets
+    diw = (rs % S) * dw
+    col_ok = js < COLS
     p_begin = split * per_split
     p_end = tl.minimum(NPIX, p_begin + per_split)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
@@ -48,16 +54,15 @@ def wgrad_kernel(g_ptr, x_ptr, ws_ptr, NPIX, C, H, W, K, OH, OW, S, RS, sh, sw, 
         n = (pix // (OH * OW)).to(tl.int64)
         oh = pix % (OH * OW) // OW
         ow = pix % OW
-        ih = oh * sh - ph + r * dh
-        iw = ow * sw - pw + s * dw
-        x_ok = ok & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
         a = tl.load(g_ptr + (n * sgn + oh * sgh + ow * sgw)[None, :] + ks[:, None] * sgk,
                     mask=(ks[:, None] < K) & ok[None, :], other=0.0)
-        b = tl.load(x_ptr + (n * sxn + ih * sxh + iw * sxw)[:, None] + cs[None, :] * sxc,
-                    mask=x_ok[:, None] & (cs[None, :] < C), other=0.0)
+        ih = (oh * sh - ph)[:, None] + dih[None, :]  # (BLOCK_K, BLOCK_N)
+        iw = (ow * sw - pw)[:, None] + diw[None, :]
+        x_ok = ok[:, None] & col_ok[None, :] & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+        b = tl.load(x_ptr + (n * sxn)[:, None] + ih * sxh + iw * sxw + c[None, :] * sxc, mask=x_ok, other=0.0)
         acc = tl.dot(a, b, acc, input_precision=PRECISION)
-    out = ws_ptr + ((split * K + ks[:, None]).to(tl.int64) * C + cs[None, :]) * RS + rs
-    tl.store(out, acc, mask=(ks[:, None] < K) & (cs[None, :] < C))
+    out = ws_ptr + (split * K + ks[:, None]).to(tl.int64) * COLS + js[None, :]
+    tl.store(out, acc, mask=(ks[:, None] < K) & col_ok[None, :])
 
 
 class Conv2dBackwardTriton(ConvTritonImplementation):
@@ -85,12 +90,15 @@ class Conv2dBackwardTriton(ConvTritonImplementation):
         if config["channels_last"]:
             x = channels_last(x)
         bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
-        npix, tiles = n * oh * ow, triton.cdiv(k, bm) * triton.cdiv(c, bn)
-        splits = max(1, min(triton.cdiv(TARGET_PROGRAMS, tiles * r * s), triton.cdiv(npix, 4 * bk)))
+        cols = r * s * c
+        npix, tiles = n * oh * ow, triton.cdiv(k, bm) * triton.cdiv(cols, bn)
+        splits = max(1, min(triton.cdiv(TARGET_PROGRAMS, tiles), triton.cdiv(npix, 4 * bk)))
         per_split = triton.cdiv(max(npix, 1), splits)
-        ws = torch.empty((splits, k * c * r * s), dtype=torch.float32, device=x.device)
-        wgrad_kernel[(tiles, r * s, splits)](
-            g, x, ws, npix, c, h, wd, k, oh, ow, s, r * s, sh, sw, ph, pw, dh, dw, *g.stride(), *x.stride(),
+        ws = torch.empty((splits, k * cols), dtype=torch.float32, device=x.device)
+        wgrad_kernel[(tiles, splits)](
+            g, x, ws, npix, c, h, wd, k, oh, ow, s, cols, sh, sw, ph, pw, dh, dw, *g.stride(), *x.stride(),
             per_split, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, PRECISION="ieee" if x.dtype == torch.float32 else "tf32",
             num_warps=config["num_warps"], num_stages=config["num_stages"])
-        channel_sums(ws.t().unsqueeze(0), gw.view(-1))  # the splits of each element, in order
+        krsc = torch.empty((k, r, s, c), dtype=gw.dtype, device=gw.device)
+        channel_sums(ws.t().unsqueeze(0), krsc.view(-1))  # the splits of each element, in order
+        gw.copy_(krsc.permute(0, 3, 1, 2))
