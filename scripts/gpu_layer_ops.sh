@@ -5,11 +5,12 @@
 #                                                          # adam_update_, sgd_update_: float32
 #     . .whl/env.sh && scripts/gpu_layer_ops.sh layer_norm # layer_norm(+backward) alone: float32
 #     . .whl/env.sh && scripts/gpu_layer_ops.sh conv       # conv2d: float16
+#     . .whl/env.sh && scripts/gpu_layer_ops.sh conv_backward  # conv2d_backward: bfloat16
 # TRIALS trials per plugin and key (default 12), BUDGET_MS per trial (default 40). Under $OUT: tuning.db,
 # layer-ops.tgz (bench JSON and plots, tune and bench logs) and summary.txt (the bench tables). Then:
 #     mkdir -p /tmp/gpu && tar -xzf FILES_AT/layer-ops.tgz -C /tmp/gpu && python scripts/perf_docs.py --gpu /tmp/gpu
 set -uo pipefail
-group=${1:?usage: gpu_layer_ops.sh memory|layer_norm|conv}
+group=${1:?usage: gpu_layer_ops.sh memory|layer_norm|conv|conv_backward}
 out=${OUT:-/tmp/kernelzoo-layer-ops}
 res=$(mktemp -d)
 mkdir -p "$out"
@@ -19,6 +20,7 @@ case $group in
             dtype=float32 ;;
     layer_norm) ops=(layer_norm layer_norm_backward) dtype=float32 ;;
     conv) ops=(conv2d) dtype=float16 ;;
+    conv_backward) ops=(conv2d_backward) dtype=bfloat16 ;;
     *) echo "unknown group $group" >&2; exit 2 ;;
 esac
 start=$SECONDS

@@ -228,6 +228,9 @@ STUDIES = [
     "",
     "layer_norm and its backward against a copy of the same bytes, per config, and what the cluster kernels "
     "moved: [layer_norm-study.md](layer_norm-study.md).",
+    "",
+    "The OpenMP plugins of layer_norm_backward, sgd_update_, adam_update_ and conv2d_backward against torch on 2 "
+    "cores, with each change's prediction and outcome and the run-to-run noise: [cpu-study.md](cpu-study.md).",
 ]
 
 

@@ -72,7 +72,8 @@ def dense_run(call: Call, names: Sequence[str], run: Callable[[dict[str, torch.T
 
 def update_cases(variants: Sequence[tuple[str, dict]], make: Callable) -> list[Case]:
     """Each variant on odd sizes, 2-D and empty tensors, non-contiguous ones, and NaN/inf gradients; the
-    first two also on 100003 elements (past the openmp plugins' 65536 threshold for threads)."""
+    first two also on 100003 elements (past the openmp plugins' thresholds for a second thread: 32768 elements
+    for sgd_update_, 8192 for adam_update_)."""
     layouts = [("1", (1,), ""), ("17", (17,), ""), ("1023", (1023,), ""), ("4099", (4099,), ""),
                ("1023x17", (1023, 17), ""), ("0", (0,), ""), ("transposed", (17, 1023), "transposed"),
                ("sliced", (64, 33), "sliced"), ("nan-inf", (1023,), "nan")]
