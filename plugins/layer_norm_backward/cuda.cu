@@ -79,6 +79,40 @@ __device__ __forceinline__ void store_partial(float* __restrict__ part, int i, i
 
 // ---- rows held in registers ------------------------------------------------------------------
 
+// One row for a thread holding ITEMS of its elements, pack k at column first + k * step: dx stored, the
+// thread's dw and db columns (aw, ab) accumulated. sum(a, c) adds (a, c) over the threads holding the row
+// (a warp's, a block's or a cluster's sum).
+template <int V, class Sum>
+__device__ __forceinline__ void lnb_row(const T* __restrict__ dy_row, const T* __restrict__ x_row,
+                                        T* __restrict__ dx_row, float m, float rs, const float* wv, float* aw,
+                                        float* ab, int first, int step, int n, Sum sum) {
+  float xv[ITEMS], dv[ITEMS];
+#pragma unroll
+  for (int k = 0; k < ITEMS / V; ++k) {
+    load_pack<V>(x_row, first + k * step, n, xv + k * V, 0.0f);
+    load_pack<V>(dy_row, first + k * step, n, dv + k * V, 0.0f);  // 0 past the row: adds nothing below
+  }
+  float a = 0.0f, c = 0.0f;
+#pragma unroll
+  for (int j = 0; j < ITEMS; ++j) {
+    xv[j] = (xv[j] - m) * rs;  // x_hat
+    const float g = dv[j] * wv[j];
+    a += g;
+    c += g * xv[j];
+  }
+  const float2 s = sum(a, c);
+  const float c1 = s.x / n, c2 = s.y / n;
+  float out[ITEMS];
+#pragma unroll
+  for (int j = 0; j < ITEMS; ++j) {
+    out[j] = rs * (dv[j] * wv[j] - c1 - xv[j] * c2);
+    aw[j] += dv[j] * xv[j];
+    ab[j] += dv[j];
+  }
+#pragma unroll
+  for (int k = 0; k < ITEMS / V; ++k) store_pack<V>(dx_row, first + k * step, n, out + k * V);
+}
+
 // Thread `lane` of a group of `group` threads holds ITEMS elements of a row: packs k * group + lane
 // (k < ITEMS / V). group * ITEMS >= n. Slot = the group's index in the grid; the block owns partial row
 // blockIdx.x.
@@ -98,35 +132,11 @@ __device__ __forceinline__ void lnb_fits(const T* __restrict__ dy, const T* __re
 #pragma unroll
   for (int j = 0; j < ITEMS; ++j) aw[j] = ab[j] = 0.0f;
   // for group = blockDim.x every thread of the block takes the same rows: the barriers below are uniform
-  for (long long row = slot; row < rows; row += slots) {
-    float xv[ITEMS], dv[ITEMS];
-#pragma unroll
-    for (int k = 0; k < ITEMS / V; ++k) {
-      const int i = (k * group + lane) * V;
-      load_pack<V>(x + row * x_stride, i, n, xv + k * V, 0.0f);
-      load_pack<V>(dy + row * dy_stride, i, n, dv + k * V, 0.0f);  // 0 past the row: adds nothing below
-    }
-    const float m = mean[row], rs = rstd[row];
-    float a = 0.0f, c = 0.0f;
-#pragma unroll
-    for (int j = 0; j < ITEMS; ++j) {
-      xv[j] = (xv[j] - m) * rs;  // x_hat
-      const float g = dv[j] * wv[j];
-      a += g;
-      c += g * xv[j];
-    }
-    const float2 s = group == 32 ? make_float2(warp_sum(a), warp_sum(c)) : block_sum2(a, c, red);
-    const float c1 = s.x / n, c2 = s.y / n;
-    float out[ITEMS];
-#pragma unroll
-    for (int j = 0; j < ITEMS; ++j) {
-      out[j] = rs * (dv[j] * wv[j] - c1 - xv[j] * c2);
-      aw[j] += dv[j] * xv[j];
-      ab[j] += dv[j];
-    }
-#pragma unroll
-    for (int k = 0; k < ITEMS / V; ++k) store_pack<V>(dx + row * n, (k * group + lane) * V, n, out + k * V);
-  }
+  for (long long row = slot; row < rows; row += slots)
+    lnb_row<V>(dy + row * dy_stride, x + row * x_stride, dx + row * n, mean[row], rstd[row], wv, aw, ab, lane * V,
+               group * V, n, [&](float sa, float sc) {
+                 return group == 32 ? make_float2(warp_sum(sa), warp_sum(sc)) : block_sum2(sa, sc, red);
+               });
   if (groups == 1) {
 #pragma unroll
     for (int k = 0; k < ITEMS / V; ++k) {
@@ -177,36 +187,10 @@ __device__ __forceinline__ void lnb_cluster(const T* __restrict__ dy, const T* _
   for (int k = 0; k < ITEMS / V; ++k) load_pack<V>(w, col0 + (k * THREADS + lane) * V, n, wv + k * V, 1.0f);
 #pragma unroll
   for (int j = 0; j < ITEMS; ++j) aw[j] = ab[j] = 0.0f;
-  for (long long row = slot; row < rows; row += slots) {  // the same rows for the whole cluster
-    float xv[ITEMS], dv[ITEMS];
-#pragma unroll
-    for (int k = 0; k < ITEMS / V; ++k) {
-      const int i = col0 + (k * THREADS + lane) * V;
-      load_pack<V>(x + row * x_stride, i, n, xv + k * V, 0.0f);
-      load_pack<V>(dy + row * dy_stride, i, n, dv + k * V, 0.0f);  // 0 past the row: adds nothing below
-    }
-    const float m = mean[row], rs = rstd[row];
-    float a = 0.0f, c = 0.0f;
-#pragma unroll
-    for (int j = 0; j < ITEMS; ++j) {
-      xv[j] = (xv[j] - m) * rs;  // x_hat
-      const float g = dv[j] * wv[j];
-      a += g;
-      c += g * xv[j];
-    }
-    const float2 s = cluster_sum2(a, c, red, slot_sums, phase);
-    const float c1 = s.x / n, c2 = s.y / n;
-    float out[ITEMS];
-#pragma unroll
-    for (int j = 0; j < ITEMS; ++j) {
-      out[j] = rs * (dv[j] * wv[j] - c1 - xv[j] * c2);
-      aw[j] += dv[j] * xv[j];
-      ab[j] += dv[j];
-    }
-#pragma unroll
-    for (int k = 0; k < ITEMS / V; ++k)
-      store_pack<V>(dx + row * n, col0 + (k * THREADS + lane) * V, n, out + k * V);
-  }
+  for (long long row = slot; row < rows; row += slots)  // the same rows for the whole cluster
+    lnb_row<V>(dy + row * dy_stride, x + row * x_stride, dx + row * n, mean[row], rstd[row], wv, aw, ab,
+               col0 + lane * V, THREADS * V, n,
+               [&](float sa, float sc) { return cluster_sum2(sa, sc, red, slot_sums, phase); });
 #pragma unroll
   for (int k = 0; k < ITEMS / V; ++k) {
     const int i = col0 + (k * THREADS + lane) * V;
