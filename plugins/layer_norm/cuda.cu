@@ -95,6 +95,39 @@ __device__ __forceinline__ void write_stats(float* mean_out, float* rstd_out, lo
 
 // ---- rows held in registers ------------------------------------------------------------------
 
+// One row for a thread holding ITEMS of its elements, pack k at column first + k * step: the mean, then the
+// variance of the deviations held in registers, each added over the threads holding the row by sum(a, b)
+// (a warp's, a block's or a cluster's); y stored. Returns (mean, var).
+template <int V, class Sum>
+__device__ __forceinline__ float2 ln_row(const T* __restrict__ xr, const T* __restrict__ w, const T* __restrict__ b,
+                                         T* __restrict__ yr, int first, int step, int n, float eps, Sum sum) {
+  float v[ITEMS];
+#pragma unroll
+  for (int k = 0; k < ITEMS / V; ++k) load_pack<V>(xr, first + k * step, n, v + k * V, 0.0f);
+  float s = 0.0f;
+#pragma unroll
+  for (int j = 0; j < ITEMS; ++j) s += v[j];  // slots past the row hold 0
+  const float mean = sum(s, 0.0f).x / n;
+  float q = 0.0f;
+#pragma unroll
+  for (int j = 0; j < ITEMS; ++j) {
+    const int col = first + (j / V) * step + j % V;
+    v[j] -= mean;
+    if (col < n) q += v[j] * v[j];
+  }
+  const float var = sum(q, 0.0f).x / n;
+  const float rstd = 1.0f / sqrtf(var + eps);
+#pragma unroll
+  for (int k = 0; k < ITEMS / V; ++k) {
+    const int i = first + k * step;
+#pragma unroll
+    for (int e = 0; e < V; ++e) v[k * V + e] *= rstd;
+    affine<V>(v + k * V, w, b, i, n);
+    store_pack<V>(yr, i, n, v + k * V);
+  }
+  return make_float2(mean, var);
+}
+
 // Thread `lane` of a group of `group` threads holds ITEMS elements of the row: packs k * group + lane
 // (k < ITEMS / V), so consecutive threads read consecutive packs. group * ITEMS >= n.
 template <int V>
@@ -106,33 +139,9 @@ __device__ __forceinline__ void ln_fits(const T* __restrict__ x, const T* __rest
   const int lane = threadIdx.x % group;
   const long long row = (long long)blockIdx.x * (blockDim.x / group) + threadIdx.x / group;
   if (row >= rows) return;  // whole warps only (group 32); never for group = blockDim.x (grid = rows)
-  const T* xr = x + row * x_stride;
-  float v[ITEMS];
-#pragma unroll
-  for (int k = 0; k < ITEMS / V; ++k) load_pack<V>(xr, (k * group + lane) * V, n, v + k * V, 0.0f);
-  float s = 0.0f;
-#pragma unroll
-  for (int j = 0; j < ITEMS; ++j) s += v[j];  // slots past the row hold 0
-  const float mean = group_sum2(s, 0.0f, group, red).x / n;
-  float q = 0.0f;
-#pragma unroll
-  for (int j = 0; j < ITEMS; ++j) {
-    const int col = ((j / V) * group + lane) * V + j % V;
-    v[j] -= mean;
-    if (col < n) q += v[j] * v[j];
-  }
-  const float var = group_sum2(q, 0.0f, group, red).x / n;
-  const float rstd = 1.0f / sqrtf(var + eps);
-  T* yr = y + row * n;
-#pragma unroll
-  for (int k = 0; k < ITEMS / V; ++k) {
-    const int i = (k * group + lane) * V;
-#pragma unroll
-    for (int e = 0; e < V; ++e) v[k * V + e] *= rstd;
-    affine<V>(v + k * V, w, b, i, n);
-    store_pack<V>(yr, i, n, v + k * V);
-  }
-  if (lane == 0) write_stats(mean_out, rstd_out, row, mean, var, eps);
+  const float2 stats = ln_row<V>(x + row * x_stride, w, b, y + row * n, lane * V, group * V, n, eps,
+                                 [&](float sa, float sb) { return group_sum2(sa, sb, group, red); });
+  if (lane == 0) write_stats(mean_out, rstd_out, row, stats.x, stats.y, eps);
 }
 
 // ---- rows split over a cluster (sm_90) -------------------------------------------------------------
@@ -148,34 +157,10 @@ __device__ __forceinline__ void ln_cluster(const T* __restrict__ x, const T* __r
   int phase = 0;
   const unsigned rank = cluster_rank();
   const long long row = blockIdx.x / CLUSTER;
-  const int col0 = (int)rank * THREADS * ITEMS, lane = threadIdx.x;
-  const T* xr = x + row * x_stride;
-  float v[ITEMS];
-#pragma unroll
-  for (int k = 0; k < ITEMS / V; ++k) load_pack<V>(xr, col0 + (k * THREADS + lane) * V, n, v + k * V, 0.0f);
-  float s = 0.0f;
-#pragma unroll
-  for (int j = 0; j < ITEMS; ++j) s += v[j];  // slots past the row hold 0
-  const float mean = cluster_sum2(s, 0.0f, red, slot_sums, phase).x / n;
-  float q = 0.0f;
-#pragma unroll
-  for (int j = 0; j < ITEMS; ++j) {
-    const int col = col0 + ((j / V) * THREADS + lane) * V + j % V;
-    v[j] -= mean;
-    if (col < n) q += v[j] * v[j];
-  }
-  const float var = cluster_sum2(q, 0.0f, red, slot_sums, phase).x / n;
-  const float rstd = 1.0f / sqrtf(var + eps);
-  T* yr = y + row * n;
-#pragma unroll
-  for (int k = 0; k < ITEMS / V; ++k) {
-    const int i = col0 + (k * THREADS + lane) * V;
-#pragma unroll
-    for (int e = 0; e < V; ++e) v[k * V + e] *= rstd;
-    affine<V>(v + k * V, w, b, i, n);
-    store_pack<V>(yr, i, n, v + k * V);
-  }
-  if (rank == 0 && lane == 0) write_stats(mean_out, rstd_out, row, mean, var, eps);
+  const float2 stats = ln_row<V>(x + row * x_stride, w, b, y + row * n, (int)rank * THREADS * ITEMS + threadIdx.x * V,
+                                 THREADS * V, n, eps,
+                                 [&](float sa, float sb) { return cluster_sum2(sa, sb, red, slot_sums, phase); });
+  if (rank == 0 && threadIdx.x == 0) write_stats(mean_out, rstd_out, row, stats.x, stats.y, eps);
   cluster_barrier();  // the other blocks may still read this block's slot sums
 }
 #endif

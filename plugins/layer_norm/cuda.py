@@ -29,10 +29,13 @@ def sm_count(device: torch.device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count
 
 
-def cluster_size(n: int, per_block: int) -> int:
-    """The fewest blocks, a power of two, that hold a row of n at per_block elements each: a cluster of
-    blocks beyond the row's end would only wait at its barriers (H100, 8192 x 8192 fp32, blocks of 4096:
-    28 % of the floor over clusters of 8, 82 % over clusters of 2)."""
+def row_cluster(n: int, per_block: int, most: int, device: torch.device) -> int:
+    """The blocks of a cluster that holds a row of n at per_block elements a block: the fewest, a power of two
+    (blocks beyond the row's end would only wait at its barriers; H100, 8192 x 8192 fp32, blocks of 4096:
+    28 % of the floor over clusters of 8, 82 % over clusters of 2). 0 where more than ``most`` would be
+    needed or the GPU runs no clusters."""
+    if n > per_block * most or not has_clusters(device):
+        return 0
     return 1 << max(0, (n - 1) // per_block).bit_length()
 
 
@@ -47,7 +50,7 @@ class LayerNormCuda(CudaImplementation):
     op = "layer_norm"
     # THREADS: threads per block (the most a row gets); ITEMS: elements per thread, in registers; CLUSTER:
     # the most blocks a row longer than a block's THREADS * ITEMS is split over (sm_90; a row gets as few as
-    # hold it, cluster_size)
+    # hold it, row_cluster)
     config_space = {"THREADS": [128, 256, 512, 1024], "ITEMS": [1, 2, 4, 8, 16, 32], "CLUSTER": [2, 4, 8]}
     # 8192 columns in registers: 16 per thread (4 fp32 or 2 fp16 16-byte loads in flight), blocks of 512;
     # clusters of 8 (the most every sm_90 GPU runs) hold rows of 65536
@@ -86,8 +89,7 @@ class LayerNormCuda(CudaImplementation):
             block = min(threads, ((n + items - 1) // items + 31) // 32 * 32)
             self.kernel("ln_fits" + suffix, x.dtype, config)(x, w, b, y, mean, rstd, rows, n, I64(stride), block, eps,
                                                               grid=rows, block=block)
-        elif n <= threads * items * config["CLUSTER"] and has_clusters(x.device):  # a cluster of blocks per row
-            cluster = cluster_size(n, threads * items)
+        elif cluster := row_cluster(n, threads * items, config["CLUSTER"], x.device):  # a cluster of blocks per row
             self.kernel("ln_cluster" + suffix, x.dtype, {**config, "CLUSTER": cluster})(
                 x, w, b, y, mean, rstd, n, I64(stride), eps, grid=rows * cluster, block=threads)
         else:

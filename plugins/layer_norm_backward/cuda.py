@@ -1,12 +1,12 @@
 """layer_norm_backward in raw CUDA, compiled by NVRTC: rows in registers by a warp or a block, each group of
-threads taking every slots-th row and keeping its grad_weight / grad_bias partial row in registers; longer
-rows split over a cluster of CLUSTER blocks (sm_90) where that holds them; longer
-rows by a row-statistics kernel and a tiled kernel; a second small kernel adds the partial rows in order."""
+threads taking every slots-th row and keeping its grad_weight / grad_bias partial row in registers; on sm_90,
+longer rows split over a cluster of up to CLUSTER blocks the same way; rows longer still by a row-statistics
+kernel and a tiled kernel; a second small kernel adds the partial rows in order."""
 
 from __future__ import annotations
 
 import torch
-from kernelzoo_plugins.layer_norm.cuda import cluster_size, has_clusters, sm_count, vector_ok
+from kernelzoo_plugins.layer_norm.cuda import row_cluster, sm_count, vector_ok
 
 from kernelzoo.backends.cuda import I64, CudaImplementation
 from kernelzoo.errors import UnsupportedError
@@ -62,8 +62,7 @@ class LayerNormBackwardCuda(CudaImplementation):
             self.kernel("lnb_fits" + suffix, x.dtype, config)(dy, x, mean, rstd, w, dx, part[0], part[1], rows, n,
                                                               *strides, group, grid=grid, block=block)
             return slots, part
-        if n <= threads * items * config["CLUSTER"] and has_clusters(x.device):  # a cluster of blocks per row
-            cluster = cluster_size(n, threads * items)
+        if cluster := row_cluster(n, threads * items, config["CLUSTER"], x.device):  # a cluster of blocks per row
             slots = max(1, min(rows, budget // cluster))
             part = torch.empty((2, slots, n), dtype=torch.float32, device=x.device)
             self.kernel("lnb_cluster" + suffix, x.dtype, {**config, "CLUSTER": cluster})(
