@@ -131,6 +131,12 @@ class OpenMPImplementation(Implementation):
     def available(self) -> Availability:
         return available()
 
+    @functools.cached_property
+    def _lib(self) -> Any:
+        """The source compiled without defines, kept on the instance: one attribute lookup a call instead of
+        library()'s key and dict lookups."""
+        return self.library()
+
     def library(self, **defines: Any) -> Any:
         """The compiled source, with config values that shape code passed as ``-D`` defines."""
         key = tuple(sorted(defines.items()))

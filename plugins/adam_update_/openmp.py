@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import functools
-from typing import Any
-
 import torch
 from kernelzoo_plugins.sgd_update_ import dense_run
 
@@ -23,10 +20,6 @@ class AdamUpdateOpenMP(OpenMPImplementation):
     """
     config_space = {"threads": thread_counts()}
     default_config = {"threads": thread_counts()[-1]}
-
-    @functools.cached_property
-    def _lib(self) -> Any:
-        return self.library()
 
     def run(self, call: Call, config: dict) -> tuple[torch.Tensor, ...]:
         c, s = call.params, scalars(call)

@@ -3,9 +3,6 @@ and size, in one parallel region (openmp.c includes adam_update_'s source)."""
 
 from __future__ import annotations
 
-import functools
-from typing import Any
-
 import torch
 from kernelzoo_plugins.adam_update_ import scalars
 
@@ -24,10 +21,6 @@ class AdamUpdateForeachOpenMP(OneLaunch, OpenMPImplementation):
     """
     config_space = {"threads": thread_counts()}
     default_config = {"threads": thread_counts()[-1]}
-
-    @functools.cached_property
-    def _lib(self) -> Any:
-        return self.library()
 
     def launch(self, call: Call, table: torch.Tensor, rows: list[tuple[int, ...]], config: dict) -> None:
         c, s = call.params, scalars(call)

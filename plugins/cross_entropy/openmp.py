@@ -3,9 +3,6 @@ reduction over rows in order."""
 
 from __future__ import annotations
 
-import functools
-from typing import Any
-
 import torch
 
 from kernelzoo.backends.openmp import OpenMPImplementation, ptr, thread_counts
@@ -23,10 +20,6 @@ class CrossEntropyOpenMP(OpenMPImplementation):
     """
     config_space = {"threads": thread_counts()}
     default_config = {"threads": thread_counts()[-1]}
-
-    @functools.cached_property
-    def _lib(self) -> Any:
-        return self.library()
 
     def run(self, call: Call, config: dict) -> tuple[torch.Tensor, torch.Tensor]:
         target, p = call.inputs["target"], call.params

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import functools
-from typing import Any
-
 import torch
 from kernelzoo_plugins.cross_entropy import REDUCTIONS, from_rows
 
@@ -23,10 +20,6 @@ class CrossEntropyBackwardOpenMP(OpenMPImplementation):
     """
     config_space = {"threads": thread_counts()}
     default_config = {"threads": thread_counts()[-1]}
-
-    @functools.cached_property
-    def _lib(self) -> Any:
-        return self.library()
 
     def run(self, call: Call, config: dict) -> torch.Tensor:
         x2d, target, lse = rows_of(call)

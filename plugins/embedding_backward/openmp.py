@@ -3,9 +3,6 @@ index-position order by one thread (deterministic, no atomics, no zero-fill pass
 
 from __future__ import annotations
 
-import functools
-from typing import Any
-
 import torch
 
 from kernelzoo.backends.openmp import OpenMPImplementation, ptr, thread_counts
@@ -23,10 +20,6 @@ class EmbeddingBackwardOpenMP(OpenMPImplementation):
     """
     config_space = {"threads": thread_counts()}
     default_config = {"threads": thread_counts()[-1]}
-
-    @functools.cached_property
-    def _lib(self) -> Any:
-        return self.library()
 
     def run(self, call: Call, config: dict) -> torch.Tensor:
         grad, p = call.inputs["grad_output"], call.params

@@ -4,9 +4,6 @@ in thread order."""
 
 from __future__ import annotations
 
-import functools
-from typing import Any
-
 import torch
 
 from kernelzoo.backends.openmp import OpenMPImplementation, ptr, thread_counts
@@ -28,10 +25,6 @@ class LayerNormBackwardOpenMP(OpenMPImplementation):
     # openmp.c; 0 streams always, which the conformance cases' first config runs)
     config_space = {"threads": thread_counts(), "stream_min": [0, 1 << 21, 1 << 62]}
     default_config = {"threads": thread_counts()[-1], "stream_min": 1 << 21}
-
-    @functools.cached_property
-    def _lib(self) -> Any:
-        return self.library()
 
     def run(self, call: Call, config: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         dy, x, mean, rstd, n = rows_of(call)

@@ -3,9 +3,6 @@ few long rows or tiles are split across the threads and merged in thread order (
 
 from __future__ import annotations
 
-import functools
-from typing import Any
-
 import torch
 
 from kernelzoo.backends.openmp import OpenMPImplementation, ptr, thread_counts
@@ -26,10 +23,6 @@ class MaxOpenMP(OpenMPImplementation):
     """
     config_space = {"threads": thread_counts()}
     default_config = {"threads": thread_counts()[-1]}
-
-    @functools.cached_property
-    def _lib(self) -> Any:
-        return self.library()
 
     def run(self, call: Call, config: dict) -> tuple[torch.Tensor, torch.Tensor]:
         p = call.op.plan(call)

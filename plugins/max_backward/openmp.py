@@ -3,9 +3,6 @@ index (see openmp.c)."""
 
 from __future__ import annotations
 
-import functools
-from typing import Any
-
 import torch
 
 from kernelzoo.backends.openmp import OpenMPImplementation, ptr, thread_counts
@@ -19,10 +16,6 @@ class MaxBackwardOpenMP(OpenMPImplementation):
             "long long reduced, long long inner, int threads);")
     config_space = {"threads": thread_counts()}
     default_config = {"threads": thread_counts()[-1]}
-
-    @functools.cached_property
-    def _lib(self) -> Any:
-        return self.library()
 
     def run(self, call: Call, config: dict) -> torch.Tensor:
         p = call.op.plan(call)

@@ -3,9 +3,7 @@ whole rows would leave threads idle; vectorised loops within a row (see openmp.c
 
 from __future__ import annotations
 
-import functools
 import math
-from typing import Any
 
 import torch
 
@@ -29,10 +27,6 @@ class SoftmaxOpenMP(OpenMPImplementation):
     config_space = {"threads": thread_counts(), "split_cols": [8192, 32768, 131072],
                     "short_cols": [0, 32, 64, 128]}
     default_config = {"threads": thread_counts()[-1], "split_cols": 32768, "short_cols": 64}
-
-    @functools.cached_property
-    def _lib(self) -> Any:
-        return self.library()  # reads and hashes the source (~27 us): once per process is enough
 
     def run(self, call: Call, config: dict) -> torch.Tensor:
         x, dim = call.inputs["x"], call.params["dim"]

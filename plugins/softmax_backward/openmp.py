@@ -3,9 +3,7 @@ when whole rows would leave threads idle; vectorised loops within a row (see ope
 
 from __future__ import annotations
 
-import functools
 import math
-from typing import Any
 
 import torch
 
@@ -26,10 +24,6 @@ class SoftmaxBackwardOpenMP(OpenMPImplementation):
     # split_cols: the shortest row worth splitting across threads (two barriers per row), as softmax's
     config_space = {"threads": thread_counts(), "split_cols": [8192, 32768, 131072]}
     default_config = {"threads": thread_counts()[-1], "split_cols": 32768}
-
-    @functools.cached_property
-    def _lib(self) -> Any:
-        return self.library()
 
     def run(self, call: Call, config: dict) -> torch.Tensor:
         g2d, y2d = rows_of(call)  # (rows, cols), column stride 1

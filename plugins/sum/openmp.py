@@ -3,9 +3,6 @@ a double; a few long rows or tiles are split across the threads (see openmp.c)."
 
 from __future__ import annotations
 
-import functools
-from typing import Any
-
 import torch
 
 from kernelzoo.backends.openmp import OpenMPImplementation, ptr, thread_counts
@@ -26,10 +23,6 @@ class SumOpenMP(OpenMPImplementation):
     """
     config_space = {"threads": thread_counts()}
     default_config = {"threads": thread_counts()[-1]}
-
-    @functools.cached_property
-    def _lib(self) -> Any:
-        return self.library()
 
     def run(self, call: Call, config: dict) -> torch.Tensor:
         p = call.op.plan(call)
