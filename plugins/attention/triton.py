@@ -10,6 +10,11 @@ two, with masked loads for 80 or 96. An attn_mask is loaded per tile through its
 (bool as is, float added in log2 units). float16/bfloat16 multiply on tensor cores with float32
 accumulation; float32 at float32's accuracy (see precision(): TF32 alone would miss the float32
 tolerance 20-fold).
+
+On sm_90 and newer, half-float q, k, v and o move through TMA tensor descriptors: the copy engine
+fills shared memory straight from global memory, zero-filling rows past N and columns past the
+head dim, and drops the stores there. Same tiles on the H100 at D = 128: 500-526 TFLOP/s against
+308-315 through pointers (docs/perf/attention-triton.md). Other calls load through pointers.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import torch
 import triton
 import triton.language as tl
 from triton.runtime.errors import OutOfResources
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 from kernelzoo.backends.triton import TritonImplementation
 from kernelzoo.errors import UnsupportedError
@@ -37,15 +43,19 @@ def apply_mask(s, mask, MASK_BOOL: tl.constexpr):
 
 
 @triton.jit
-def _forward_blocks(acc, l_i, m_i, q, k_ptrs, v_ptrs, mask_ptrs, offs_m, offs_n, offs_d, start, end,
-                    stride_kn, stride_vn, stride_mn, n_q, n_k, head_dim, qk_scale,
+def _forward_blocks(acc, l_i, m_i, q, k_ptrs, v_ptrs, k_desc, v_desc, b, hk, mask_ptrs, offs_m, offs_n, offs_d,
+                    start, end, stride_kn, stride_vn, stride_mn, n_q, n_k, head_dim, qk_scale,
                     MASKED: tl.constexpr, CAUSAL: tl.constexpr, HAS_MASK: tl.constexpr, MASK_BOOL: tl.constexpr,
-                    EVEN_D: tl.constexpr, BLOCK_N: tl.constexpr, PRECISION: tl.constexpr):
+                    EVEN_D: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, TMA: tl.constexpr,
+                    POS_SCALE: tl.constexpr, PRECISION: tl.constexpr):
     """Key blocks start..end of one program's rows into (acc, l_i, m_i). MASKED: apply the key
-    bound and the causal mask (else every key of these blocks is seen by every row)."""
+    bound and the causal mask (else every key of these blocks is seen by every row). TMA: K and V
+    come through the descriptors k_desc and v_desc (b, hk: the program's batch and kv head)."""
     for start_n in range(start, end, BLOCK_N):
         cols = start_n + offs_n
-        if MASKED:
+        if TMA:
+            k = k_desc.load([b, hk, start_n, 0]).reshape(BLOCK_N, BLOCK_D).T
+        elif MASKED:
             kv_ok = cols < n_k
             if EVEN_D:
                 k = tl.load(k_ptrs + start_n * stride_kn, mask=kv_ok[None, :], other=0.0)
@@ -56,22 +66,32 @@ def _forward_blocks(acc, l_i, m_i, q, k_ptrs, v_ptrs, mask_ptrs, offs_m, offs_n,
             k = tl.load(k_ptrs + start_n * stride_kn)
         else:
             k = tl.load(k_ptrs + start_n * stride_kn, mask=offs_d[:, None] < head_dim, other=0.0)
-        s = tl.dot(q, k, input_precision=PRECISION) * qk_scale  # (BLOCK_M, BLOCK_N), log2 units
-        if HAS_MASK:
-            bounds = (offs_m[:, None] < n_q) & (cols[None, :] < n_k)
-            s = apply_mask(s, tl.load(mask_ptrs + cols[None, :] * stride_mn, mask=bounds, other=0), MASK_BOOL)
-        if MASKED:
-            keep = cols[None, :] < n_k
-            if CAUSAL:
-                keep = keep & (cols[None, :] <= offs_m[:, None])
-            s = tl.where(keep, s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        # with a mask, a row may have seen no key yet: keep exp2 away from -inf - -inf
-        m_new_safe = tl.where(m_new == float("-inf"), 0.0, m_new) if HAS_MASK else m_new
-        p = tl.exp2(s - m_new_safe[:, None])
+        s = tl.dot(q, k, input_precision=PRECISION)  # (BLOCK_M, BLOCK_N)
+        if MASKED or HAS_MASK or not POS_SCALE:
+            s = s * qk_scale  # log2 units
+            if HAS_MASK:
+                bounds = (offs_m[:, None] < n_q) & (cols[None, :] < n_k)
+                s = apply_mask(s, tl.load(mask_ptrs + cols[None, :] * stride_mn, mask=bounds, other=0), MASK_BOOL)
+            if MASKED:
+                keep = cols[None, :] < n_k
+                if CAUSAL:
+                    keep = keep & (cols[None, :] <= offs_m[:, None])
+                s = tl.where(keep, s, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(s, 1))
+            # with a mask, a row may have seen no key yet: keep exp2 away from -inf - -inf
+            m_new_safe = tl.where(m_new == float("-inf"), 0.0, m_new) if HAS_MASK else m_new
+            p = tl.exp2(s - m_new_safe[:, None])
+        else:
+            # nothing masked and a positive scale: max(s)·scale is the scaled max, and the scale
+            # folds into exp2's argument, one FMA per score
+            m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
+            m_new_safe = m_new
+            p = tl.exp2(s * qk_scale - m_new[:, None])
         alpha = tl.exp2(m_i - m_new_safe)
         l_i = l_i * alpha + tl.sum(p, 1)
-        if MASKED:
+        if TMA:
+            v = v_desc.load([b, hk, start_n, 0]).reshape(BLOCK_N, BLOCK_D)
+        elif MASKED:
             if EVEN_D:
                 v = tl.load(v_ptrs + start_n * stride_vn, mask=kv_ok[:, None], other=0.0)
             else:
@@ -87,25 +107,29 @@ def _forward_blocks(acc, l_i, m_i, q, k_ptrs, v_ptrs, mask_ptrs, offs_m, offs_n,
 
 
 @triton.jit
-def _attention_forward(Q, K, V, MASK, OUT, LSE,
+def _attention_forward(Q, K, V, MASK, OUT, LSE, Q_DESC, K_DESC, V_DESC, O_DESC,
                        stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn,
                        stride_vb, stride_vh, stride_vn, stride_ob, stride_oh, stride_om,
                        stride_mb, stride_mh, stride_mm, stride_mn,
                        heads, group, n_q, n_k, head_dim, qk_scale,
                        CAUSAL: tl.constexpr, HAS_MASK: tl.constexpr, MASK_BOOL: tl.constexpr,
                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-                       EVEN_D: tl.constexpr, PRECISION: tl.constexpr):
-    start_m = tl.program_id(0) * BLOCK_M
+                       EVEN_D: tl.constexpr, TMA: tl.constexpr, POS_SCALE: tl.constexpr, PRECISION: tl.constexpr):
+    # causal: the last query blocks see the most keys; they launch first, so the grid ends on short ones
+    m_block = tl.num_programs(0) - 1 - tl.program_id(0) if CAUSAL else tl.program_id(0)
+    start_m = m_block * BLOCK_M
     bh = tl.program_id(1)
-    b = (bh // heads).to(tl.int64)
-    h = (bh % heads).to(tl.int64)
-    hk = h // group
+    b32, h32 = bh // heads, bh % heads  # descriptor coordinates are 32-bit
+    hk32 = h32 // group
+    b, h, hk = b32.to(tl.int64), h32.to(tl.int64), hk32.to(tl.int64)
     offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
     row_ok = offs_m < n_q
     q_ptrs = Q + b * stride_qb + h * stride_qh + offs_m[:, None] * stride_qm + offs_d[None, :]
-    if EVEN_D:
+    if TMA:
+        q = Q_DESC.load([b32, h32, start_m, 0]).reshape(BLOCK_M, BLOCK_D)
+    elif EVEN_D:
         q = tl.load(q_ptrs, mask=row_ok[:, None], other=0.0)
     else:
         q = tl.load(q_ptrs, mask=row_ok[:, None] & (offs_d[None, :] < head_dim), other=0.0)
@@ -122,18 +146,22 @@ def _attention_forward(Q, K, V, MASK, OUT, LSE,
         end = tl.minimum(n_k, start_m + BLOCK_M)
     else:
         end = n_k
-    acc, l_i, m_i = _forward_blocks(acc, l_i, m_i, q, k_ptrs, v_ptrs, mask_ptrs, offs_m, offs_n, offs_d, 0,
-                                    full_end, stride_kn, stride_vn, stride_mn, n_q, n_k, head_dim, qk_scale,
-                                    False, CAUSAL, HAS_MASK, MASK_BOOL, EVEN_D, BLOCK_N, PRECISION)
-    acc, l_i, m_i = _forward_blocks(acc, l_i, m_i, q, k_ptrs, v_ptrs, mask_ptrs, offs_m, offs_n, offs_d, full_end,
-                                    end, stride_kn, stride_vn, stride_mn, n_q, n_k, head_dim, qk_scale,
-                                    True, CAUSAL, HAS_MASK, MASK_BOOL, EVEN_D, BLOCK_N, PRECISION)
+    acc, l_i, m_i = _forward_blocks(acc, l_i, m_i, q, k_ptrs, v_ptrs, K_DESC, V_DESC, b32, hk32, mask_ptrs, offs_m,
+                                    offs_n, offs_d, 0, full_end, stride_kn, stride_vn, stride_mn, n_q, n_k, head_dim,
+                                    qk_scale, False, CAUSAL, HAS_MASK, MASK_BOOL, EVEN_D, BLOCK_N, BLOCK_D, TMA,
+                                    POS_SCALE, PRECISION)
+    acc, l_i, m_i = _forward_blocks(acc, l_i, m_i, q, k_ptrs, v_ptrs, K_DESC, V_DESC, b32, hk32, mask_ptrs, offs_m,
+                                    offs_n, offs_d, full_end, end, stride_kn, stride_vn, stride_mn, n_q, n_k, head_dim,
+                                    qk_scale, True, CAUSAL, HAS_MASK, MASK_BOOL, EVEN_D, BLOCK_N, BLOCK_D, TMA,
+                                    POS_SCALE, PRECISION)
     # Rows that saw no key: l = 0, acc = 0; o = 0 and lse = -inf.
     l_safe = tl.where(l_i == 0.0, 1.0, l_i)
     o = acc / l_safe[:, None]
     lse = (m_i + tl.log2(l_i)) * 0.6931471805599453
     o_ptrs = OUT + b * stride_ob + h * stride_oh + offs_m[:, None] * stride_om + offs_d[None, :]
-    if EVEN_D:
+    if TMA:  # the copy engine drops rows past n_q and columns past the head dim
+        O_DESC.store([b32, h32, start_m, 0], o.to(OUT.dtype.element_ty).reshape(1, 1, BLOCK_M, BLOCK_D))
+    elif EVEN_D:
         tl.store(o_ptrs, o.to(OUT.dtype.element_ty), mask=row_ok[:, None])
     else:
         tl.store(o_ptrs, o.to(OUT.dtype.element_ty), mask=row_ok[:, None] & (offs_d[None, :] < head_dim))
@@ -179,12 +207,40 @@ def rows_contiguous(t: torch.Tensor) -> torch.Tensor:
     return t if t.stride(-1) == 1 else t.contiguous()
 
 
+def has_tma(device: torch.device) -> bool:
+    """sm_90 and newer GPUs have the tensor memory accelerator (TMA) that descriptors drive."""
+    return device.type == "cuda" and torch.cuda.get_device_capability(device)[0] >= 9
+
+
+def descriptors_apply(*tensors: torch.Tensor) -> bool:
+    """Whether the kernels read and write these (B, H, N, D) tensors through TMA descriptors: half
+    floats on a GPU with TMA, each base address and stride a multiple of 16 bytes (what a
+    descriptor takes; a stride 0 broadcast does not qualify). float32 keeps its pointer loads: its
+    tf32x3 and IEEE products were tuned on them."""
+    t = tensors[0]
+    if t.dtype not in (torch.float16, torch.bfloat16) or not has_tma(t.device):
+        return False
+    return all(x.data_ptr() % 16 == 0 and x.stride(-1) == 1
+               and all(st > 0 and st * x.element_size() % 16 == 0 for st in x.stride()[:-1]) for x in tensors)
+
+
+def descriptor(t: torch.Tensor, rows: int, block_d: int) -> TensorDescriptor:
+    """A descriptor of the (B, H, N, D) tensor t whose block is `rows` rows of one (batch, head),
+    block_d columns wide: reads past N or D give zeros, writes there are dropped."""
+    return TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, rows, block_d])
+
+
 class AttentionTriton(TritonImplementation):
     op = "attention"
     config_space = {"BLOCK_M": [32, 64, 128], "BLOCK_N": [32, 64, 128], "num_warps": [4, 8],
                     "num_stages": [1, 2, 3, 4]}
-    # two stages: K and V tiles of 64 × 256 half floats, twice, and q fit in the H100's 228 KiB
-    default_config = {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2}
+    # TMA loads (half floats, sm_90): one warpgroup owns 128 query rows; at D = 128 on the H100 it ran
+    # 500-526 TFLOP/s against 421-441 for 8 warps (docs/perf/attention-triton.md)
+    default_config = {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 2}
+    # The default of pointer loads and of head dims past 128, where a 128-row accumulator over 4 warps
+    # would spill: two stages of 64 × 256 half K and V tiles and q fit in the H100's 228 KiB. A call
+    # given the default config runs this one there.
+    wide_default = {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2}
 
     def supports(self, call: Call) -> str | None:
         why = super().supports(call)
@@ -209,11 +265,18 @@ class AttentionTriton(TritonImplementation):
         o, lse = like(call, q), call.empty((batch, heads, n_q), torch.float32)
         mask, mask_strides, mask_bool = mask_args(call)
         block_d = head_block(d)
-        grid = (triton.cdiv(n_q, config["BLOCK_M"]), batch * heads)
-        launch(_attention_forward, grid, q, k, v, mask if mask is not None else q, o, lse,
+        tma = descriptors_apply(q, k, v, o)
+        if config == self.config() and (not tma or block_d > 128):
+            config = self.config(self.wide_default)
+        block_m, block_n = config["BLOCK_M"], config["BLOCK_N"]
+        descs = ((descriptor(q, block_m, block_d), descriptor(k, block_n, block_d), descriptor(v, block_n, block_d),
+                  descriptor(o, block_m, block_d)) if tma else (q, k, v, o))
+        grid = (triton.cdiv(n_q, block_m), batch * heads)
+        launch(_attention_forward, grid, q, k, v, mask if mask is not None else q, o, lse, *descs,
                *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3], *mask_strides,
                heads, heads // kv_heads, n_q, n_k, d, call.params["scale"] * LOG2E,
                CAUSAL=call.params["causal"], HAS_MASK=mask is not None, MASK_BOOL=mask_bool,
-               BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"], BLOCK_D=block_d, EVEN_D=block_d == d,
-               PRECISION=precision(q.dtype, block_d), num_warps=config["num_warps"], num_stages=config["num_stages"])
+               BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, EVEN_D=block_d == d, TMA=tma,
+               POS_SCALE=call.params["scale"] > 0, PRECISION=precision(q.dtype, block_d),
+               num_warps=config["num_warps"], num_stages=config["num_stages"])
         return o, lse

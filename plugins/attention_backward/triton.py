@@ -23,7 +23,18 @@ import triton.language as tl
 from kernelzoo.backends.triton import TritonImplementation
 from kernelzoo.registry import Call
 
-from ..attention.triton import LOG2E, MAX_GRID_Y, apply_mask, head_block, launch, mask_args, precision, rows_contiguous
+from ..attention.triton import (
+    LOG2E,
+    MAX_GRID_Y,
+    apply_mask,
+    descriptor,
+    descriptors_apply,
+    head_block,
+    launch,
+    mask_args,
+    precision,
+    rows_contiguous,
+)
 from . import gradients_like, trivial_backward
 
 
@@ -44,11 +55,14 @@ def _delta(OUT, DO, DELTA, stride_ob, stride_oh, stride_om, stride_db, stride_dh
 
 
 @triton.jit
-def _scores_t(k, q_ptrs, mask_ptrs, lse_ptrs, offs_m, offs_n, offs_d, n_q, n_k, head_dim, qk_scale, stride_mm,
-              MASKED: tl.constexpr, CAUSAL: tl.constexpr, HAS_MASK: tl.constexpr, MASK_BOOL: tl.constexpr,
-              EVEN_D: tl.constexpr, PRECISION: tl.constexpr):
+def _scores_t(k, q_ptrs, q_desc, b, h, start_m, mask_ptrs, lse_ptrs, offs_m, offs_n, offs_d, n_q, n_k, head_dim,
+              qk_scale, stride_mm, MASKED: tl.constexpr, CAUSAL: tl.constexpr, HAS_MASK: tl.constexpr,
+              MASK_BOOL: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr,
+              TMA: tl.constexpr, PRECISION: tl.constexpr):
     """(q, Pᵀ) of one query block for the key block k: Pᵀ (keys × queries) = exp2(k·qᵀ·scale − lse)."""
-    if MASKED:
+    if TMA:
+        q = q_desc.load([b, h, start_m, 0]).reshape(BLOCK_M, BLOCK_D)
+    elif MASKED:
         if EVEN_D:
             q = tl.load(q_ptrs, mask=offs_m[:, None] < n_q, other=0.0)
         else:
@@ -72,17 +86,20 @@ def _scores_t(k, q_ptrs, mask_ptrs, lse_ptrs, offs_m, offs_n, offs_d, n_q, n_k, 
 
 
 @triton.jit
-def _dkdv_blocks(dk, dv, k, v, q_ptrs, do_ptrs, mask_ptrs, lse_ptrs, delta_ptrs, offs_n, offs_m0, offs_d,
-                 start, end, stride_qm, stride_dom, stride_mm, n_q, n_k, head_dim, qk_scale,
+def _dkdv_blocks(dk, dv, k, v, q_ptrs, do_ptrs, q_desc, do_desc, b, h, mask_ptrs, lse_ptrs, delta_ptrs, offs_n,
+                 offs_m0, offs_d, start, end, stride_qm, stride_dom, stride_mm, n_q, n_k, head_dim, qk_scale,
                  MASKED: tl.constexpr, CAUSAL: tl.constexpr, HAS_MASK: tl.constexpr, MASK_BOOL: tl.constexpr,
-                 EVEN_D: tl.constexpr, BLOCK_M: tl.constexpr, PRECISION: tl.constexpr):
+                 EVEN_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, TMA: tl.constexpr,
+                 PRECISION: tl.constexpr):
     """Query blocks start..end into dK (unscaled) and dV of one key block."""
     for start_m in range(start, end, BLOCK_M):
         offs_m = start_m + offs_m0
-        q, p_t = _scores_t(k, q_ptrs + start_m * stride_qm, mask_ptrs, lse_ptrs + start_m, offs_m, offs_n, offs_d,
-                           n_q, n_k, head_dim, qk_scale, stride_mm, MASKED, CAUSAL, HAS_MASK, MASK_BOOL, EVEN_D,
-                           PRECISION)
-        if MASKED:
+        q, p_t = _scores_t(k, q_ptrs + start_m * stride_qm, q_desc, b, h, start_m, mask_ptrs, lse_ptrs + start_m,
+                           offs_m, offs_n, offs_d, n_q, n_k, head_dim, qk_scale, stride_mm, MASKED, CAUSAL, HAS_MASK,
+                           MASK_BOOL, EVEN_D, BLOCK_M, BLOCK_D, TMA, PRECISION)
+        if TMA:
+            do = do_desc.load([b, h, start_m, 0]).reshape(BLOCK_M, BLOCK_D)
+        elif MASKED:
             if EVEN_D:
                 do = tl.load(do_ptrs + start_m * stride_dom, mask=offs_m[:, None] < n_q, other=0.0)
             else:
@@ -101,26 +118,30 @@ def _dkdv_blocks(dk, dv, k, v, q_ptrs, do_ptrs, mask_ptrs, lse_ptrs, delta_ptrs,
 
 
 @triton.jit
-def _attention_dkdv(Q, K, V, MASK, DO, LSE, DELTA, DK, DV,
+def _attention_dkdv(Q, K, V, MASK, DO, LSE, DELTA, DK, DV, Q_DESC, K_DESC, V_DESC, DO_DESC, DK_DESC, DV_DESC,
                     stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn, stride_vb, stride_vh, stride_vn,
                     stride_dob, stride_doh, stride_dom, stride_dkb, stride_dkh, stride_dkn,
                     stride_dvb, stride_dvh, stride_dvn, stride_mb, stride_mh, stride_mm, stride_mn,
                     heads, kv_heads, group, n_q, n_k, head_dim, qk_scale, scale,
                     CAUSAL: tl.constexpr, HAS_MASK: tl.constexpr, MASK_BOOL: tl.constexpr,
                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, EVEN_D: tl.constexpr,
-                    PRECISION: tl.constexpr):
+                    TMA: tl.constexpr, PRECISION: tl.constexpr):
     start_n = tl.program_id(0) * BLOCK_N
     bhk = tl.program_id(1)
-    b = (bhk // kv_heads).to(tl.int64)
-    hk = (bhk % kv_heads).to(tl.int64)
+    b32, hk32 = bhk // kv_heads, bhk % kv_heads  # descriptor coordinates are 32-bit
+    b, hk = b32.to(tl.int64), hk32.to(tl.int64)
     offs_n = start_n + tl.arange(0, BLOCK_N)
     offs_m0 = tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
     kv_ok = (offs_n[:, None] < n_k) & (offs_d[None, :] < head_dim)
-    k = tl.load(K + b * stride_kb + hk * stride_kh + offs_n[:, None] * stride_kn + offs_d[None, :], mask=kv_ok,
-                other=0.0)
-    v = tl.load(V + b * stride_vb + hk * stride_vh + offs_n[:, None] * stride_vn + offs_d[None, :], mask=kv_ok,
-                other=0.0)
+    if TMA:
+        k = K_DESC.load([b32, hk32, start_n, 0]).reshape(BLOCK_N, BLOCK_D)
+        v = V_DESC.load([b32, hk32, start_n, 0]).reshape(BLOCK_N, BLOCK_D)
+    else:
+        k = tl.load(K + b * stride_kb + hk * stride_kh + offs_n[:, None] * stride_kn + offs_d[None, :], mask=kv_ok,
+                    other=0.0)
+        v = tl.load(V + b * stride_vb + hk * stride_vh + offs_n[:, None] * stride_vn + offs_d[None, :], mask=kv_ok,
+                    other=0.0)
     dk = tl.zeros((BLOCK_N, BLOCK_D), tl.float32)
     dv = tl.zeros((BLOCK_N, BLOCK_D), tl.float32)
     # Query blocks: [lo, mid) hold the causal diagonal (masked), [mid, full) are seen whole, then a
@@ -134,36 +155,48 @@ def _attention_dkdv(Q, K, V, MASK, DO, LSE, DELTA, DK, DV,
         mid = 0
     tail = tl.maximum(mid, full)
     for g in range(group):
-        h = hk * group + g
+        h32 = hk32 * group + g
+        h = h32.to(tl.int64)
         q_ptrs = Q + b * stride_qb + h * stride_qh + offs_m0[:, None] * stride_qm + offs_d[None, :]
         do_ptrs = DO + b * stride_dob + h * stride_doh + offs_m0[:, None] * stride_dom + offs_d[None, :]
         mask_ptrs = MASK + b * stride_mb + h * stride_mh + offs_n[:, None] * stride_mn
         lse_ptrs = LSE + (b * heads + h) * n_q + offs_m0
         delta_ptrs = DELTA + (b * heads + h) * n_q
-        dk, dv = _dkdv_blocks(dk, dv, k, v, q_ptrs, do_ptrs, mask_ptrs, lse_ptrs, delta_ptrs, offs_n, offs_m0, offs_d,
-                              lo, mid, stride_qm, stride_dom, stride_mm, n_q, n_k, head_dim, qk_scale,
-                              True, CAUSAL, HAS_MASK, MASK_BOOL, EVEN_D, BLOCK_M, PRECISION)
-        dk, dv = _dkdv_blocks(dk, dv, k, v, q_ptrs, do_ptrs, mask_ptrs, lse_ptrs, delta_ptrs, offs_n, offs_m0, offs_d,
-                              mid, full, stride_qm, stride_dom, stride_mm, n_q, n_k, head_dim, qk_scale,
-                              False, CAUSAL, HAS_MASK, MASK_BOOL, EVEN_D, BLOCK_M, PRECISION)
-        dk, dv = _dkdv_blocks(dk, dv, k, v, q_ptrs, do_ptrs, mask_ptrs, lse_ptrs, delta_ptrs, offs_n, offs_m0, offs_d,
-                              tail, n_q, stride_qm, stride_dom, stride_mm, n_q, n_k, head_dim, qk_scale,
-                              True, CAUSAL, HAS_MASK, MASK_BOOL, EVEN_D, BLOCK_M, PRECISION)
-    tl.store(DK + b * stride_dkb + hk * stride_dkh + offs_n[:, None] * stride_dkn + offs_d[None, :],
-             (dk * scale).to(DK.dtype.element_ty), mask=kv_ok)
-    tl.store(DV + b * stride_dvb + hk * stride_dvh + offs_n[:, None] * stride_dvn + offs_d[None, :],
-             dv.to(DV.dtype.element_ty), mask=kv_ok)
+        dk, dv = _dkdv_blocks(dk, dv, k, v, q_ptrs, do_ptrs, Q_DESC, DO_DESC, b32, h32, mask_ptrs, lse_ptrs,
+                              delta_ptrs, offs_n, offs_m0, offs_d, lo, mid, stride_qm, stride_dom, stride_mm, n_q, n_k,
+                              head_dim, qk_scale, True, CAUSAL, HAS_MASK, MASK_BOOL, EVEN_D, BLOCK_M, BLOCK_D, TMA,
+                              PRECISION)
+        dk, dv = _dkdv_blocks(dk, dv, k, v, q_ptrs, do_ptrs, Q_DESC, DO_DESC, b32, h32, mask_ptrs, lse_ptrs,
+                              delta_ptrs, offs_n, offs_m0, offs_d, mid, full, stride_qm, stride_dom, stride_mm, n_q,
+                              n_k, head_dim, qk_scale, False, CAUSAL, HAS_MASK, MASK_BOOL, EVEN_D, BLOCK_M, BLOCK_D,
+                              TMA, PRECISION)
+        dk, dv = _dkdv_blocks(dk, dv, k, v, q_ptrs, do_ptrs, Q_DESC, DO_DESC, b32, h32, mask_ptrs, lse_ptrs,
+                              delta_ptrs, offs_n, offs_m0, offs_d, tail, n_q, stride_qm, stride_dom, stride_mm, n_q,
+                              n_k, head_dim, qk_scale, True, CAUSAL, HAS_MASK, MASK_BOOL, EVEN_D, BLOCK_M, BLOCK_D,
+                              TMA, PRECISION)
+    if TMA:  # the copy engine drops rows past n_k and columns past the head dim
+        DK_DESC.store([b32, hk32, start_n, 0], (dk * scale).to(DK.dtype.element_ty).reshape(1, 1, BLOCK_N, BLOCK_D))
+        DV_DESC.store([b32, hk32, start_n, 0], dv.to(DV.dtype.element_ty).reshape(1, 1, BLOCK_N, BLOCK_D))
+    else:
+        tl.store(DK + b * stride_dkb + hk * stride_dkh + offs_n[:, None] * stride_dkn + offs_d[None, :],
+                 (dk * scale).to(DK.dtype.element_ty), mask=kv_ok)
+        tl.store(DV + b * stride_dvb + hk * stride_dvh + offs_n[:, None] * stride_dvn + offs_d[None, :],
+                 dv.to(DV.dtype.element_ty), mask=kv_ok)
 
 
 @triton.jit
-def _dq_blocks(dq, q, do, lse2, delta, k_ptrs, v_ptrs, mask_ptrs, offs_m, offs_n0, offs_d, start, end,
-               stride_kn, stride_vn, stride_mn, n_q, n_k, head_dim, qk_scale,
+def _dq_blocks(dq, q, do, lse2, delta, k_ptrs, v_ptrs, k_desc, v_desc, b, hk, mask_ptrs, offs_m, offs_n0, offs_d,
+               start, end, stride_kn, stride_vn, stride_mn, n_q, n_k, head_dim, qk_scale,
                MASKED: tl.constexpr, CAUSAL: tl.constexpr, HAS_MASK: tl.constexpr, MASK_BOOL: tl.constexpr,
-               EVEN_D: tl.constexpr, BLOCK_N: tl.constexpr, PRECISION: tl.constexpr):
+               EVEN_D: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, TMA: tl.constexpr,
+               PRECISION: tl.constexpr):
     """Key blocks start..end into dQ (unscaled) of one query block."""
     for start_n in range(start, end, BLOCK_N):
         offs_n = start_n + offs_n0
-        if MASKED:
+        if TMA:
+            k_t = k_desc.load([b, hk, start_n, 0]).reshape(BLOCK_N, BLOCK_D).T
+            v_t = v_desc.load([b, hk, start_n, 0]).reshape(BLOCK_N, BLOCK_D).T
+        elif MASKED:
             if EVEN_D:
                 k_t = tl.load(k_ptrs + start_n * stride_kn, mask=offs_n[None, :] < n_k, other=0.0)
                 v_t = tl.load(v_ptrs + start_n * stride_vn, mask=offs_n[None, :] < n_k, other=0.0)
@@ -194,27 +227,34 @@ def _dq_blocks(dq, q, do, lse2, delta, k_ptrs, v_ptrs, mask_ptrs, offs_m, offs_n
 
 
 @triton.jit
-def _attention_dq(Q, K, V, MASK, DO, LSE, DELTA, DQ,
+def _attention_dq(Q, K, V, MASK, DO, LSE, DELTA, DQ, Q_DESC, K_DESC, V_DESC, DO_DESC, DQ_DESC,
                   stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn, stride_vb, stride_vh, stride_vn,
                   stride_dob, stride_doh, stride_dom, stride_dqb, stride_dqh, stride_dqm,
                   stride_mb, stride_mh, stride_mm, stride_mn,
                   heads, group, n_q, n_k, head_dim, qk_scale, scale,
                   CAUSAL: tl.constexpr, HAS_MASK: tl.constexpr, MASK_BOOL: tl.constexpr,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, EVEN_D: tl.constexpr,
-                  PRECISION: tl.constexpr):
-    start_m = tl.program_id(0) * BLOCK_M
+                  TMA: tl.constexpr, PRECISION: tl.constexpr):
+    # causal: the last query blocks see the most keys; they launch first, so the grid ends on short ones
+    m_block = tl.num_programs(0) - 1 - tl.program_id(0) if CAUSAL else tl.program_id(0)
+    start_m = m_block * BLOCK_M
     bh = tl.program_id(1)
-    b = (bh // heads).to(tl.int64)
-    h = (bh % heads).to(tl.int64)
-    hk = h // group
+    b32, h32 = bh // heads, bh % heads  # descriptor coordinates are 32-bit
+    hk32 = h32 // group
+    b, h, hk = b32.to(tl.int64), h32.to(tl.int64), hk32.to(tl.int64)
     offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_n0 = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
     row_ok = offs_m < n_q
     ok = row_ok[:, None] & (offs_d[None, :] < head_dim)
-    q = tl.load(Q + b * stride_qb + h * stride_qh + offs_m[:, None] * stride_qm + offs_d[None, :], mask=ok, other=0.0)
-    do = tl.load(DO + b * stride_dob + h * stride_doh + offs_m[:, None] * stride_dom + offs_d[None, :], mask=ok,
-                 other=0.0)
+    if TMA:
+        q = Q_DESC.load([b32, h32, start_m, 0]).reshape(BLOCK_M, BLOCK_D)
+        do = DO_DESC.load([b32, h32, start_m, 0]).reshape(BLOCK_M, BLOCK_D)
+    else:
+        q = tl.load(Q + b * stride_qb + h * stride_qh + offs_m[:, None] * stride_qm + offs_d[None, :], mask=ok,
+                    other=0.0)
+        do = tl.load(DO + b * stride_dob + h * stride_doh + offs_m[:, None] * stride_dom + offs_d[None, :], mask=ok,
+                     other=0.0)
     lse = tl.load(LSE + (b * heads + h) * n_q + offs_m, mask=row_ok, other=float("-inf"))
     lse2 = tl.where(lse == float("-inf"), float("inf"), lse * 1.4426950408889634)
     delta = tl.load(DELTA + (b * heads + h) * n_q + offs_m, mask=row_ok, other=0.0)
@@ -228,14 +268,17 @@ def _attention_dq(Q, K, V, MASK, DO, LSE, DELTA, DQ,
         end = tl.minimum(n_k, start_m + BLOCK_M)
     else:
         end = n_k
-    dq = _dq_blocks(dq, q, do, lse2, delta, k_ptrs, v_ptrs, mask_ptrs, offs_m, offs_n0, offs_d, 0, full_end,
-                    stride_kn, stride_vn, stride_mn, n_q, n_k, head_dim, qk_scale,
-                    False, CAUSAL, HAS_MASK, MASK_BOOL, EVEN_D, BLOCK_N, PRECISION)
-    dq = _dq_blocks(dq, q, do, lse2, delta, k_ptrs, v_ptrs, mask_ptrs, offs_m, offs_n0, offs_d, full_end, end,
-                    stride_kn, stride_vn, stride_mn, n_q, n_k, head_dim, qk_scale,
-                    True, CAUSAL, HAS_MASK, MASK_BOOL, EVEN_D, BLOCK_N, PRECISION)
-    tl.store(DQ + b * stride_dqb + h * stride_dqh + offs_m[:, None] * stride_dqm + offs_d[None, :],
-             (dq * scale).to(DQ.dtype.element_ty), mask=ok)
+    dq = _dq_blocks(dq, q, do, lse2, delta, k_ptrs, v_ptrs, K_DESC, V_DESC, b32, hk32, mask_ptrs, offs_m, offs_n0,
+                    offs_d, 0, full_end, stride_kn, stride_vn, stride_mn, n_q, n_k, head_dim, qk_scale,
+                    False, CAUSAL, HAS_MASK, MASK_BOOL, EVEN_D, BLOCK_N, BLOCK_D, TMA, PRECISION)
+    dq = _dq_blocks(dq, q, do, lse2, delta, k_ptrs, v_ptrs, K_DESC, V_DESC, b32, hk32, mask_ptrs, offs_m, offs_n0,
+                    offs_d, full_end, end, stride_kn, stride_vn, stride_mn, n_q, n_k, head_dim, qk_scale,
+                    True, CAUSAL, HAS_MASK, MASK_BOOL, EVEN_D, BLOCK_N, BLOCK_D, TMA, PRECISION)
+    if TMA:  # the copy engine drops rows past n_q and columns past the head dim
+        DQ_DESC.store([b32, h32, start_m, 0], (dq * scale).to(DQ.dtype.element_ty).reshape(1, 1, BLOCK_M, BLOCK_D))
+    else:
+        tl.store(DQ + b * stride_dqb + h * stride_dqh + offs_m[:, None] * stride_dqm + offs_d[None, :],
+                 (dq * scale).to(DQ.dtype.element_ty), mask=ok)
 
 
 class AttentionBackwardTriton(TritonImplementation):
@@ -278,17 +321,24 @@ class AttentionBackwardTriton(TritonImplementation):
         mask, mask_strides, mask_bool = mask_args(call)
         mask_arg = mask if mask is not None else q
         block_d, outer, inner = head_block(d), config["BLOCK_OUTER"], config["BLOCK_INNER"]
+        tma = descriptors_apply(q, k, v, do, dq, dk, dv)
         flags = {"CAUSAL": call.params["causal"], "HAS_MASK": mask is not None, "MASK_BOOL": mask_bool,
-                 "BLOCK_D": block_d, "EVEN_D": block_d == d, "PRECISION": precision(q.dtype, block_d),
+                 "BLOCK_D": block_d, "EVEN_D": block_d == d, "TMA": tma, "PRECISION": precision(q.dtype, block_d),
                  "num_warps": config["num_warps"], "num_stages": config["num_stages"]}
+
+        def descs(*tiles: tuple[torch.Tensor, int]) -> tuple:
+            return tuple(descriptor(t, rows, block_d) if tma else t for t, rows in tiles)
+
         qk_scale, scale = call.params["scale"] * LOG2E, call.params["scale"]
         launch(_delta, (triton.cdiv(n_q, 64), batch * heads), o, do, delta, *o.stride()[:3], *do.stride()[:3],
                heads, n_q, d, BLOCK=64, BLOCK_D=block_d)
         launch(_attention_dkdv, (triton.cdiv(n_k, outer), batch * kv_heads), q, k, v, mask_arg, do, lse, delta, dk, dv,
+               *descs((q, inner), (k, outer), (v, outer), (do, inner), (dk, outer), (dv, outer)),
                *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3], *dk.stride()[:3],
                *dv.stride()[:3], *mask_strides, heads, kv_heads, heads // kv_heads, n_q, n_k, d, qk_scale, scale,
                BLOCK_M=inner, BLOCK_N=outer, **flags)
         launch(_attention_dq, (triton.cdiv(n_q, outer), batch * heads), q, k, v, mask_arg, do, lse, delta, dq,
+               *descs((q, outer), (k, inner), (v, inner), (do, outer), (dq, outer)),
                *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3], *dq.stride()[:3],
                *mask_strides, heads, heads // kv_heads, n_q, n_k, d, qk_scale, scale,
                BLOCK_M=outer, BLOCK_N=inner, **flags)
