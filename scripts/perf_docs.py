@@ -219,7 +219,9 @@ def readme(results: Results) -> str:
 # Pages written by hand from their own scripts, linked below the table.
 STUDIES = [
     "Against torch's SDPA backends per shape (FA2, cuDNN, memory-efficient), with the tuned dispatch: "
-    "[attention-sdpa.md](attention-sdpa.md). The raw CUDA FlashAttention: [attention-cuda.md](attention-cuda.md).",
+    "[attention-sdpa.md](attention-sdpa.md). The Triton kernels' TMA descriptors, per config, and what did not "
+    "help: [attention-triton.md](attention-triton.md). "
+    "The raw CUDA FlashAttention: [attention-cuda.md](attention-cuda.md).",
     "",
     "mytorch's training step against PyTorch eager, with its per-op trace and host profile: [mytorch.md](mytorch.md).",
     "",
