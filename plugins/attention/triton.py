@@ -43,6 +43,22 @@ def apply_mask(s, mask, MASK_BOOL: tl.constexpr):
 
 
 @triton.jit
+def masked_scores(s, mask_ptrs, offs_m, cols, n_q, n_k, stride_mn, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
+                  HAS_MASK: tl.constexpr, MASK_BOOL: tl.constexpr):
+    """Scores s (rows offs_m × keys cols, log2 units) with the attn_mask tile applied and, when MASKED,
+    the keys past n_k (and, CAUSAL, those after the row) set to -inf."""
+    if HAS_MASK:
+        bounds = (offs_m[:, None] < n_q) & (cols[None, :] < n_k)
+        s = apply_mask(s, tl.load(mask_ptrs + cols[None, :] * stride_mn, mask=bounds, other=0), MASK_BOOL)
+    if MASKED:
+        keep = cols[None, :] < n_k
+        if CAUSAL:
+            keep = keep & (cols[None, :] <= offs_m[:, None])
+        s = tl.where(keep, s, float("-inf"))
+    return s
+
+
+@triton.jit
 def _forward_blocks(acc, l_i, m_i, q, k_ptrs, v_ptrs, k_desc, v_desc, b, hk, mask_ptrs, offs_m, offs_n, offs_d,
                     start, end, stride_kn, stride_vn, stride_mn, n_q, n_k, head_dim, qk_scale,
                     MASKED: tl.constexpr, CAUSAL: tl.constexpr, HAS_MASK: tl.constexpr, MASK_BOOL: tl.constexpr,
@@ -68,15 +84,8 @@ def _forward_blocks(acc, l_i, m_i, q, k_ptrs, v_ptrs, k_desc, v_desc, b, hk, mas
             k = tl.load(k_ptrs + start_n * stride_kn, mask=offs_d[:, None] < head_dim, other=0.0)
         s = tl.dot(q, k, input_precision=PRECISION)  # (BLOCK_M, BLOCK_N)
         if MASKED or HAS_MASK or not POS_SCALE:
-            s = s * qk_scale  # log2 units
-            if HAS_MASK:
-                bounds = (offs_m[:, None] < n_q) & (cols[None, :] < n_k)
-                s = apply_mask(s, tl.load(mask_ptrs + cols[None, :] * stride_mn, mask=bounds, other=0), MASK_BOOL)
-            if MASKED:
-                keep = cols[None, :] < n_k
-                if CAUSAL:
-                    keep = keep & (cols[None, :] <= offs_m[:, None])
-                s = tl.where(keep, s, float("-inf"))
+            s = masked_scores(s * qk_scale, mask_ptrs, offs_m, cols, n_q, n_k, stride_mn, MASKED, CAUSAL, HAS_MASK,
+                              MASK_BOOL)  # log2 units
             m_new = tl.maximum(m_i, tl.max(s, 1))
             # with a mask, a row may have seen no key yet: keep exp2 away from -inf - -inf
             m_new_safe = tl.where(m_new == float("-inf"), 0.0, m_new) if HAS_MASK else m_new

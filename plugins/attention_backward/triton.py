@@ -32,6 +32,7 @@ from ..attention.triton import (
     head_block,
     launch,
     mask_args,
+    masked_scores,
     precision,
     rows_contiguous,
 )
@@ -210,15 +211,8 @@ def _dq_blocks(dq, q, do, lse2, delta, k_ptrs, v_ptrs, k_desc, v_desc, b, hk, ma
         else:
             k_t = tl.load(k_ptrs + start_n * stride_kn, mask=offs_d[:, None] < head_dim, other=0.0)
             v_t = tl.load(v_ptrs + start_n * stride_vn, mask=offs_d[:, None] < head_dim, other=0.0)
-        s = tl.dot(q, k_t, input_precision=PRECISION) * qk_scale
-        if HAS_MASK:
-            bounds = (offs_m[:, None] < n_q) & (offs_n[None, :] < n_k)
-            s = apply_mask(s, tl.load(mask_ptrs + offs_n[None, :] * stride_mn, mask=bounds, other=0), MASK_BOOL)
-        if MASKED:
-            keep = offs_n[None, :] < n_k
-            if CAUSAL:
-                keep = keep & (offs_n[None, :] <= offs_m[:, None])
-            s = tl.where(keep, s, float("-inf"))
+        s = masked_scores(tl.dot(q, k_t, input_precision=PRECISION) * qk_scale, mask_ptrs, offs_m, offs_n, n_q, n_k,
+                          stride_mn, MASKED, CAUSAL, HAS_MASK, MASK_BOOL)
         p = tl.exp2(s - lse2[:, None])
         dp = tl.dot(do, v_t, input_precision=PRECISION)
         ds = p * (dp - delta[:, None])
