@@ -43,6 +43,25 @@ def apply_mask(s, mask, MASK_BOOL: tl.constexpr):
 
 
 @triton.jit
+def load_tile(desc, ptrs, ok, b, h, row, ROWS: tl.constexpr, BLOCK_D: tl.constexpr, TMA: tl.constexpr):
+    """The (ROWS, BLOCK_D) tile of one (batch b, head h) from `row` on: through the descriptor (zeros
+    past N and the head dim), else from ptrs with zeros where ok is false."""
+    if TMA:
+        return desc.load([b, h, row, 0]).reshape(ROWS, BLOCK_D)
+    return tl.load(ptrs, mask=ok, other=0.0)
+
+
+@triton.jit
+def store_tile(desc, ptrs, ok, b, h, row, value, ROWS: tl.constexpr, BLOCK_D: tl.constexpr, TMA: tl.constexpr):
+    """Store the (ROWS, BLOCK_D) tile value of (b, h) from `row` on: through the descriptor (which drops
+    what lies past N and the head dim), else to ptrs where ok is true."""
+    if TMA:
+        desc.store([b, h, row, 0], value.reshape(1, 1, ROWS, BLOCK_D))
+    else:
+        tl.store(ptrs, value, mask=ok)
+
+
+@triton.jit
 def masked_scores(s, mask_ptrs, offs_m, cols, n_q, n_k, stride_mn, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
                   HAS_MASK: tl.constexpr, MASK_BOOL: tl.constexpr):
     """Scores s (rows offs_m × keys cols, log2 units) with the attn_mask tile applied and, when MASKED,
@@ -135,13 +154,9 @@ def _attention_forward(Q, K, V, MASK, OUT, LSE, Q_DESC, K_DESC, V_DESC, O_DESC,
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
     row_ok = offs_m < n_q
-    q_ptrs = Q + b * stride_qb + h * stride_qh + offs_m[:, None] * stride_qm + offs_d[None, :]
-    if TMA:
-        q = Q_DESC.load([b32, h32, start_m, 0]).reshape(BLOCK_M, BLOCK_D)
-    elif EVEN_D:
-        q = tl.load(q_ptrs, mask=row_ok[:, None], other=0.0)
-    else:
-        q = tl.load(q_ptrs, mask=row_ok[:, None] & (offs_d[None, :] < head_dim), other=0.0)
+    ok = row_ok[:, None] if EVEN_D else row_ok[:, None] & (offs_d[None, :] < head_dim)
+    q = load_tile(Q_DESC, Q + b * stride_qb + h * stride_qh + offs_m[:, None] * stride_qm + offs_d[None, :], ok,
+                  b32, h32, start_m, BLOCK_M, BLOCK_D, TMA)
     k_ptrs = K + b * stride_kb + hk * stride_kh + offs_n[None, :] * stride_kn + offs_d[:, None]  # Kᵀ tile
     v_ptrs = V + b * stride_vb + hk * stride_vh + offs_n[:, None] * stride_vn + offs_d[None, :]
     mask_ptrs = MASK + b * stride_mb + h * stride_mh + offs_m[:, None] * stride_mm
@@ -167,13 +182,8 @@ def _attention_forward(Q, K, V, MASK, OUT, LSE, Q_DESC, K_DESC, V_DESC, O_DESC,
     l_safe = tl.where(l_i == 0.0, 1.0, l_i)
     o = acc / l_safe[:, None]
     lse = (m_i + tl.log2(l_i)) * 0.6931471805599453
-    o_ptrs = OUT + b * stride_ob + h * stride_oh + offs_m[:, None] * stride_om + offs_d[None, :]
-    if TMA:  # the copy engine drops rows past n_q and columns past the head dim
-        O_DESC.store([b32, h32, start_m, 0], o.to(OUT.dtype.element_ty).reshape(1, 1, BLOCK_M, BLOCK_D))
-    elif EVEN_D:
-        tl.store(o_ptrs, o.to(OUT.dtype.element_ty), mask=row_ok[:, None])
-    else:
-        tl.store(o_ptrs, o.to(OUT.dtype.element_ty), mask=row_ok[:, None] & (offs_d[None, :] < head_dim))
+    store_tile(O_DESC, OUT + b * stride_ob + h * stride_oh + offs_m[:, None] * stride_om + offs_d[None, :], ok,
+               b32, h32, start_m, o.to(OUT.dtype.element_ty), BLOCK_M, BLOCK_D, TMA)
     tl.store(LSE + (b * heads + h) * n_q + offs_m, lse, mask=row_ok)
 
 
@@ -243,8 +253,8 @@ class AttentionTriton(TritonImplementation):
     op = "attention"
     config_space = {"BLOCK_M": [32, 64, 128], "BLOCK_N": [32, 64, 128], "num_warps": [4, 8],
                     "num_stages": [1, 2, 3, 4]}
-    # TMA loads (half floats, sm_90): one warpgroup owns 128 query rows; at D = 128 on the H100 it ran
-    # 500-526 TFLOP/s against 421-441 for 8 warps (docs/perf/attention-triton.md)
+    # TMA loads (half floats, sm_90): one warpgroup owns 128 query rows; at D = 128, N >= 4096 on the
+    # H100 it ran 464-518 TFLOP/s against 393-415 for 8 warps (scripts/attention_triton_configs.py)
     default_config = {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 2}
     # The default of pointer loads and of head dims past 128, where a 128-row accumulator over 4 warps
     # would spill: two stages of 64 × 256 half K and V tiles and q fit in the H100's 228 KiB. A call

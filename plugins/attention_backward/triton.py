@@ -9,7 +9,8 @@
 Both 2 and 3 recompute P = exp2(S·scale·log2 e − lse·log2 e) from the forward's lse (rows that
 attend no key have lse = -inf, read as +inf so that their P is 0) and dS = P∘(dP − delta). Like
 the forward, each loop runs its blocks that need no mask without mask arithmetic, the causal
-diagonal and the tails with it; causal programs skip the blocks they cannot see. Separate dK/dV
+diagonal and the tails with it; causal programs skip the blocks they cannot see, and causal dQ
+programs run longest first. Half floats on sm_90+ move through TMA descriptors, as in the forward. Separate dK/dV
 and dQ passes recompute S twice but write every gradient once; a fused pass would need atomic
 adds into dQ.
 """
@@ -31,10 +32,12 @@ from ..attention.triton import (
     descriptors_apply,
     head_block,
     launch,
+    load_tile,
     mask_args,
     masked_scores,
     precision,
     rows_contiguous,
+    store_tile,
 )
 from . import gradients_like, trivial_backward
 
@@ -135,14 +138,10 @@ def _attention_dkdv(Q, K, V, MASK, DO, LSE, DELTA, DK, DV, Q_DESC, K_DESC, V_DES
     offs_m0 = tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
     kv_ok = (offs_n[:, None] < n_k) & (offs_d[None, :] < head_dim)
-    if TMA:
-        k = K_DESC.load([b32, hk32, start_n, 0]).reshape(BLOCK_N, BLOCK_D)
-        v = V_DESC.load([b32, hk32, start_n, 0]).reshape(BLOCK_N, BLOCK_D)
-    else:
-        k = tl.load(K + b * stride_kb + hk * stride_kh + offs_n[:, None] * stride_kn + offs_d[None, :], mask=kv_ok,
-                    other=0.0)
-        v = tl.load(V + b * stride_vb + hk * stride_vh + offs_n[:, None] * stride_vn + offs_d[None, :], mask=kv_ok,
-                    other=0.0)
+    k = load_tile(K_DESC, K + b * stride_kb + hk * stride_kh + offs_n[:, None] * stride_kn + offs_d[None, :], kv_ok,
+                  b32, hk32, start_n, BLOCK_N, BLOCK_D, TMA)
+    v = load_tile(V_DESC, V + b * stride_vb + hk * stride_vh + offs_n[:, None] * stride_vn + offs_d[None, :], kv_ok,
+                  b32, hk32, start_n, BLOCK_N, BLOCK_D, TMA)
     dk = tl.zeros((BLOCK_N, BLOCK_D), tl.float32)
     dv = tl.zeros((BLOCK_N, BLOCK_D), tl.float32)
     # Query blocks: [lo, mid) hold the causal diagonal (masked), [mid, full) are seen whole, then a
@@ -175,14 +174,10 @@ def _attention_dkdv(Q, K, V, MASK, DO, LSE, DELTA, DK, DV, Q_DESC, K_DESC, V_DES
                               delta_ptrs, offs_n, offs_m0, offs_d, tail, n_q, stride_qm, stride_dom, stride_mm, n_q,
                               n_k, head_dim, qk_scale, True, CAUSAL, HAS_MASK, MASK_BOOL, EVEN_D, BLOCK_M, BLOCK_D,
                               TMA, PRECISION)
-    if TMA:  # the copy engine drops rows past n_k and columns past the head dim
-        DK_DESC.store([b32, hk32, start_n, 0], (dk * scale).to(DK.dtype.element_ty).reshape(1, 1, BLOCK_N, BLOCK_D))
-        DV_DESC.store([b32, hk32, start_n, 0], dv.to(DV.dtype.element_ty).reshape(1, 1, BLOCK_N, BLOCK_D))
-    else:
-        tl.store(DK + b * stride_dkb + hk * stride_dkh + offs_n[:, None] * stride_dkn + offs_d[None, :],
-                 (dk * scale).to(DK.dtype.element_ty), mask=kv_ok)
-        tl.store(DV + b * stride_dvb + hk * stride_dvh + offs_n[:, None] * stride_dvn + offs_d[None, :],
-                 dv.to(DV.dtype.element_ty), mask=kv_ok)
+    store_tile(DK_DESC, DK + b * stride_dkb + hk * stride_dkh + offs_n[:, None] * stride_dkn + offs_d[None, :], kv_ok,
+               b32, hk32, start_n, (dk * scale).to(DK.dtype.element_ty), BLOCK_N, BLOCK_D, TMA)
+    store_tile(DV_DESC, DV + b * stride_dvb + hk * stride_dvh + offs_n[:, None] * stride_dvn + offs_d[None, :], kv_ok,
+               b32, hk32, start_n, dv.to(DV.dtype.element_ty), BLOCK_N, BLOCK_D, TMA)
 
 
 @triton.jit
@@ -241,14 +236,10 @@ def _attention_dq(Q, K, V, MASK, DO, LSE, DELTA, DQ, Q_DESC, K_DESC, V_DESC, DO_
     offs_d = tl.arange(0, BLOCK_D)
     row_ok = offs_m < n_q
     ok = row_ok[:, None] & (offs_d[None, :] < head_dim)
-    if TMA:
-        q = Q_DESC.load([b32, h32, start_m, 0]).reshape(BLOCK_M, BLOCK_D)
-        do = DO_DESC.load([b32, h32, start_m, 0]).reshape(BLOCK_M, BLOCK_D)
-    else:
-        q = tl.load(Q + b * stride_qb + h * stride_qh + offs_m[:, None] * stride_qm + offs_d[None, :], mask=ok,
-                    other=0.0)
-        do = tl.load(DO + b * stride_dob + h * stride_doh + offs_m[:, None] * stride_dom + offs_d[None, :], mask=ok,
-                     other=0.0)
+    q = load_tile(Q_DESC, Q + b * stride_qb + h * stride_qh + offs_m[:, None] * stride_qm + offs_d[None, :], ok,
+                  b32, h32, start_m, BLOCK_M, BLOCK_D, TMA)
+    do = load_tile(DO_DESC, DO + b * stride_dob + h * stride_doh + offs_m[:, None] * stride_dom + offs_d[None, :], ok,
+                   b32, h32, start_m, BLOCK_M, BLOCK_D, TMA)
     lse = tl.load(LSE + (b * heads + h) * n_q + offs_m, mask=row_ok, other=float("-inf"))
     lse2 = tl.where(lse == float("-inf"), float("inf"), lse * 1.4426950408889634)
     delta = tl.load(DELTA + (b * heads + h) * n_q + offs_m, mask=row_ok, other=0.0)
@@ -268,11 +259,8 @@ def _attention_dq(Q, K, V, MASK, DO, LSE, DELTA, DQ, Q_DESC, K_DESC, V_DESC, DO_
     dq = _dq_blocks(dq, q, do, lse2, delta, k_ptrs, v_ptrs, K_DESC, V_DESC, b32, hk32, mask_ptrs, offs_m, offs_n0,
                     offs_d, full_end, end, stride_kn, stride_vn, stride_mn, n_q, n_k, head_dim, qk_scale,
                     True, CAUSAL, HAS_MASK, MASK_BOOL, EVEN_D, BLOCK_N, BLOCK_D, TMA, PRECISION)
-    if TMA:  # the copy engine drops rows past n_q and columns past the head dim
-        DQ_DESC.store([b32, h32, start_m, 0], (dq * scale).to(DQ.dtype.element_ty).reshape(1, 1, BLOCK_M, BLOCK_D))
-    else:
-        tl.store(DQ + b * stride_dqb + h * stride_dqh + offs_m[:, None] * stride_dqm + offs_d[None, :],
-                 (dq * scale).to(DQ.dtype.element_ty), mask=ok)
+    store_tile(DQ_DESC, DQ + b * stride_dqb + h * stride_dqh + offs_m[:, None] * stride_dqm + offs_d[None, :], ok,
+               b32, h32, start_m, (dq * scale).to(DQ.dtype.element_ty), BLOCK_M, BLOCK_D, TMA)
 
 
 class AttentionBackwardTriton(TritonImplementation):
