@@ -21,8 +21,10 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from kernelzoo.registry import registry
 
 FORWARD = [(128, 64, 4, 2), (128, 128, 4, 3), (128, 64, 4, 3), (128, 64, 8, 2), (64, 64, 4, 2)]
-BACKWARD = [(128, 64, 8, 3), (128, 64, 8, 2), (128, 64, 4, 2), (128, 32, 8, 2), (64, 64, 4, 2), (128, 32, 4, 2),
-            (64, 32, 4, 3)]
+# (BLOCK_OUTER, BLOCK_INNER, num_warps, num_stages, DQ)
+BACKWARD = [(128, 64, 8, 3, "pass"), (128, 64, 8, 2, "pass"), (128, 64, 4, 2, "pass"), (64, 64, 4, 2, "pass"),
+            (64, 32, 4, 3, "pass"), (128, 64, 8, 3, "atomic"), (128, 64, 8, 2, "atomic"), (128, 32, 8, 2, "atomic"),
+            (128, 64, 4, 2, "atomic"), (64, 64, 4, 2, "atomic"), (128, 32, 4, 2, "atomic"), (64, 32, 4, 3, "atomic")]
 SHAPES = [(4, 32, 1024, 64), (4, 32, 1024, 128), (4, 32, 4096, 64), (1, 32, 16384, 64), (4, 32, 4096, 128),
           (1, 32, 16384, 128)]
 
@@ -72,8 +74,8 @@ def main() -> None:
             if timed_bwd:
                 o, lse = fwd.run(call, fwd.config())
                 bcall = bwd_op.check(qd, kd, vd, o, lse, do, causal=causal)
-                runs += [("bwd", bwd, bcall, dict(zip(("BLOCK_OUTER", "BLOCK_INNER", "num_warps", "num_stages"), c)),
-                          grads_ref) for c in BACKWARD]
+                names = ("BLOCK_OUTER", "BLOCK_INNER", "num_warps", "num_stages", "DQ")
+                runs += [("bwd", bwd, bcall, dict(zip(names, c)), grads_ref) for c in BACKWARD]
             for p, impl, c, config, ref in runs:
                 factor = 2.5 if p == "bwd" else 1.0
                 try:

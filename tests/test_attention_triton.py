@@ -19,6 +19,9 @@ DTYPE = torch.float16 if DEVICE.type == "cuda" else torch.float32
 # the smallest blocks, so that short sequences still span several blocks and end in a partial one
 SMALL_BLOCKS = {"attention": {"BLOCK_M": 32, "BLOCK_N": 32, "num_warps": 4, "num_stages": 1},
                 "attention_backward": {"BLOCK_OUTER": 64, "BLOCK_INNER": 32, "num_warps": 4, "num_stages": 1}}
+# the backward's two ways to dQ: its own pass, or atomic adds from the dK/dV pass (on a GPU with TMA
+# through the descriptor's bulk reduction, in the interpreter through pointers)
+VARIANTS = {"attention": ({},), "attention_backward": ({"DQ": "pass"}, {"DQ": "atomic"})}
 OPS = ("attention", "attention_backward")
 CASES = [case.id for case in registry.op("attention").cases() if case.small]
 
@@ -57,7 +60,8 @@ def test_descriptor_path_matches_reference(op_name: str, case_id: str, descripto
     if why is not None:
         pytest.skip(f"the plugin declares it cannot run this: {why}")
     ref = spec.reference(call)
-    configs = [impl.config(SMALL_BLOCKS[op_name])] + ([impl.config()] if DEVICE.type == "cuda" else [])
+    configs = [impl.config({**SMALL_BLOCKS[op_name], **variant}) for variant in VARIANTS[op_name]]
+    configs += [impl.config()] if DEVICE.type == "cuda" else []
     for config in configs:
         mismatch = spec.verify(call, impl.run(call, config), ref)
         assert mismatch is None, f"{call.describe()} with {config}: {mismatch}"

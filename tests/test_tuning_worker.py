@@ -14,7 +14,7 @@ from kernelzoo.db.models import Outcome, TrialModel
 from kernelzoo.db.records import winners
 from kernelzoo.db.store import open_store
 from kernelzoo.tuner.pool import WorkerPool
-from kernelzoo.tuner.search import TuneOptions
+from kernelzoo.tuner.search import TuneOptions, _first_params
 from kernelzoo.tuner.tune import tune_op
 
 TIMEOUT_S = 3.0  # the hanging config is killed after this; the others finish in milliseconds
@@ -81,3 +81,23 @@ def test_tpe_measures_the_default_config_first(tmp_path, monkeypatch):
         configs = store.transaction(lambda s: [t.config for t in s.scalars(
             select(TrialModel).where(TrialModel.plugin == "planted"))])
     assert configs == [{"mode": "ok"}]
+
+
+def test_tpe_measures_the_seeds_after_the_default(tmp_path, monkeypatch):
+    """A plugin's tuning seeds are TPE's next trials, so that a short search reaches them."""
+    with temporary_db(tmp_path, monkeypatch) as url, planted_toys(monkeypatch):
+        store = open_store(url)
+        options = TuneOptions(trials=2, timeout_s=TIMEOUT_S, budget_ms=5, warmup=1, calibrate=False)
+        with WorkerPool(TIMEOUT_S) as pool:
+            tune_op(store, pool, "kz_toy", device="cpu", plugins=["planted"], shapes=[(257,)], dtypes=["float32"],
+                    options=options)
+        configs = store.transaction(lambda s: [t.config for t in s.scalars(
+            select(TrialModel).where(TrialModel.plugin == "planted").order_by(TrialModel.trial_id))])
+    assert configs == [{"mode": "ok"}, {"mode": "slow"}]
+
+
+def test_first_params_keeps_the_configs_in_the_space_once_in_order():
+    choices = {"BLOCK": [32, 64], "mode": ["a", "b"]}
+    configs = ({"BLOCK": 64, "mode": "a"}, {"BLOCK": 128, "mode": "a"}, {"BLOCK": 32, "mode": "b"},
+               {"BLOCK": 64, "mode": "a"}, {"BLOCK": 32})
+    assert _first_params(choices, configs) == [{"BLOCK": 64, "mode": "a"}, {"BLOCK": 32, "mode": "b"}]

@@ -47,6 +47,7 @@ class KzToyPlanted(Implementation):
     dtypes = {"cpu": (torch.float32,)}
     config_space = {"mode": MODES}
     default_config = {"mode": "ok"}
+    tuning_seeds = ({"mode": "slow"},)
 
     def run(self, call: Call, config: dict) -> torch.Tensor:
         x, mode = call.inputs["x"], config["mode"]

@@ -62,6 +62,8 @@ class Target:
     config_space: Mapping[str, list[Any]]
     # the plugin's default config: TPE's first trial, so a winner is never a config measured slower than it
     default_config: Mapping[str, Any] = field(default_factory=dict)
+    # the plugin's tuning seeds (whole configs): TPE's next trials
+    seed_configs: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def study_name(self) -> str:
@@ -152,10 +154,9 @@ def search(store: Store, pool: WorkerPool, target: Target, options: TuneOptions,
         total, todo = size, len(todo_params)
     else:
         total, todo = options.trials, max(0, options.trials - len(finished))
-        first = {k: v if k not in choices or v in choices[k] else repr(v) for k, v in target.default_config.items()}
-        if todo and not study.get_trials(deepcopy=False) and set(first) == set(choices) and \
-                all(first[k] in choices[k] for k in choices):
-            study.enqueue_trial(first)
+        if todo and not study.get_trials(deepcopy=False):  # a new study: the default, then the seeds
+            for params in _first_params(choices, (target.default_config, *target.seed_configs))[:todo]:
+                study.enqueue_trial(params)
     if todo:
         ticks = itertools.count(total - todo)
 
@@ -167,6 +168,16 @@ def search(store: Store, pool: WorkerPool, target: Target, options: TuneOptions,
         study.optimize(_objective(store, pool, target, options, choices, done), n_trials=todo,
                        catch=(TrialFailed,), callbacks=[report])
     return _result(store, study, target, choices)
+
+
+def _first_params(choices: Mapping[str, list[Any]], configs: tuple[Mapping[str, Any], ...]) -> list[dict[str, Any]]:
+    """Optuna's parameters of those ``configs`` that lie in the space, each once, in order."""
+    out: list[dict[str, Any]] = []
+    for config in configs:
+        params = {k: v if v in choices.get(k, ()) else repr(v) for k, v in config.items()}
+        if set(params) == set(choices) and all(params[k] in choices[k] for k in choices) and params not in out:
+            out.append(params)
+    return out
 
 
 def _grid(choices: Mapping[str, list[Any]]) -> list[dict[str, Any]]:

@@ -157,7 +157,8 @@ def _tune_key(store: Store, pool: WorkerPool, op: str, names: list[str], device:
         target = Target(op=op, plugin=plugin, device=device, dtype=dtype, shape=shape, params=dict(kwargs),
                         fingerprint=fp, source_hash=found["source_hash"], bucket=tuple(found["bucket"]),
                         flags=found["flags"], shape_text=found["shape_text"], config_space=found["config_space"],
-                        default_config=found.get("default_config", {}))
+                        default_config=found.get("default_config", {}),
+                        seed_configs=tuple(found.get("seed_configs", ())))
         label = f"{op} {dtype} {found['shape_text']} {plugin}"
         result = search(store, pool, target, options, lambda d, t, b, label=label: progress.update(label, d, t, b))
         plugin_reports.append(PluginReport(plugin, result))

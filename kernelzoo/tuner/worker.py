@@ -24,7 +24,7 @@ import json
 import os
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -58,6 +58,11 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def _in_space(impl: Implementation, config: Mapping[str, Any]) -> dict[str, Any]:
+    """The entries of ``config`` that the tuner searches."""
+    return {k: v for k, v in config.items() if k in impl.config_space}
+
+
 def describe(msg: dict[str, Any]) -> dict[str, Any]:
     op = registry.op(msg["op"])
     impl = registry.impl(op.name, msg["plugin"])
@@ -65,7 +70,8 @@ def describe(msg: dict[str, Any]) -> dict[str, Any]:
     reply: dict[str, Any] = {"ok": True, "available": availability.ok, "reason": availability.reason,
                              "source_hash": impl.source_hash,
                              "config_space": {k: list(v) for k, v in impl.config_space.items()},
-                             "default_config": {k: v for k, v in impl.default_config.items() if k in impl.config_space}}
+                             "default_config": _in_space(impl, impl.default_config),
+                             "seed_configs": [_in_space(impl, impl.config(seed)) for seed in impl.tuning_seeds]}
     call = _make_call(msg, op, seed=0)
     reply.update(bucket=list(op.bucket(call)), flags=op.flags(call), flops=op.flops(call), bytes=op.bytes(call),
                  shape_text=op.shape_string(call), sizes=list(op.sizes(call)))

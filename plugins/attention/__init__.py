@@ -41,9 +41,13 @@ from kernelzoo.registry import BadCase, Call, Case, Op, check_same, check_tensor
 from kernelzoo.tolerance import Mismatch, Tolerance
 
 MASK_DTYPES = (torch.bool, torch.float32, torch.float16, torch.bfloat16)
-# Score elements one step of the tensor-op math holds (B·Hq·rows·Nk): 128 MiB in float64, so the
-# reference and the python plugin stay in memory at N = 16384 (they loop over row chunks).
+# Score elements one step of the tensor-op math holds (B·Hq·rows·Nk; the reference and the python plugin
+# loop over row chunks, so that they stay in memory at N = 16384). On the CPU 128 MiB in float64. On a GPU
+# 1 GiB in float64, or 1/32 of its memory if less: at 1 << 24 the steps were 8 rows at B·H = 128, N = 16384, and the
+# float64 reference and the float16 baseline of one tuning trial took 16 s (forward) and 65 s (backward)
+# on the H100, launch after launch of small kernels.
 CHUNK_ELEMENTS = 1 << 24
+GPU_CHUNK_ELEMENTS = 1 << 27
 NEG_INF = float("-inf")
 
 
@@ -107,8 +111,12 @@ def _check_mask(op: str, mask: Any, q: torch.Tensor, k: torch.Tensor) -> torch.T
 # --- the math in tensor ops (reference, python plugin, verification baseline) ---------------
 
 def _chunk_rows(q: torch.Tensor, n_k: int) -> int:
-    """Query rows per step of the tensor-op math: CHUNK_ELEMENTS scores at most."""
-    return max(1, CHUNK_ELEMENTS // max(1, q.shape[0] * q.shape[1] * n_k))
+    """Query rows per step of the tensor-op math: CHUNK_ELEMENTS scores at most (on a GPU, GPU_CHUNK_ELEMENTS
+    or as many as 1/32 of its memory holds in float64)."""
+    elements = CHUNK_ELEMENTS
+    if q.device.type == "cuda":
+        elements = max(elements, min(GPU_CHUNK_ELEMENTS, torch.cuda.get_device_properties(q.device).total_memory >> 8))
+    return max(1, elements // max(1, q.shape[0] * q.shape[1] * n_k))
 
 
 def _scores(q_rows: torch.Tensor, k: torch.Tensor, attn_mask: torch.Tensor | None, causal: bool,
@@ -301,7 +309,9 @@ def compare(name: str, out: torch.Tensor, ref: torch.Tensor, baseline: torch.Ten
         return f"{name}: shape {tuple(out.shape)}, expected {tuple(ref.shape)}"
     if out.numel() == 0:
         return None
-    got, want, base = (t.detach().to("cpu", torch.float64) for t in (out, ref, baseline))
+    # on the reference's device: on the CPU, the float64 copies and masks of three 268M-element tensors
+    # (B=4, H=32, N=16384, D=128) took 11 s per output of a tuning trial on the H100's host
+    got, want, base = (t.detach().to(ref.device, torch.float64) for t in (out, ref, baseline))
     if not torch.equal(torch.isnan(got), torch.isnan(want)):
         return f"{name}: {int((torch.isnan(got) != torch.isnan(want)).sum())} element(s) NaN where the reference is not"
     inf = torch.isinf(want)

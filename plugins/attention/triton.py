@@ -260,6 +260,8 @@ class AttentionTriton(TritonImplementation):
     # would spill: two stages of 64 × 256 half K and V tiles and q fit in the H100's 228 KiB. A call
     # given the default config runs this one there.
     wide_default = {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2}
+    # the fastest configs at the other shapes of the H100 study (D = 64: 128-key blocks over three stages)
+    tuning_seeds = ({"BLOCK_N": 128, "num_stages": 3}, wide_default, {"BLOCK_M": 64})
 
     def supports(self, call: Call) -> str | None:
         why = super().supports(call)

@@ -20,8 +20,9 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
 
-from kernelzoo.backends.triton import TritonImplementation
+from kernelzoo.backends.triton import TritonImplementation, interpreting
 from kernelzoo.registry import Call
 
 from ..attention.triton import (
@@ -90,12 +91,14 @@ def _scores_t(k, q_ptrs, q_desc, b, h, start_m, mask_ptrs, lse_ptrs, offs_m, off
 
 
 @triton.jit
-def _dkdv_blocks(dk, dv, k, v, q_ptrs, do_ptrs, q_desc, do_desc, b, h, mask_ptrs, lse_ptrs, delta_ptrs, offs_n,
-                 offs_m0, offs_d, start, end, stride_qm, stride_dom, stride_mm, n_q, n_k, head_dim, qk_scale,
-                 MASKED: tl.constexpr, CAUSAL: tl.constexpr, HAS_MASK: tl.constexpr, MASK_BOOL: tl.constexpr,
-                 EVEN_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, TMA: tl.constexpr,
-                 PRECISION: tl.constexpr):
-    """Query blocks start..end into dK (unscaled) and dV of one key block."""
+def _dkdv_blocks(dk, dv, k, v, q_ptrs, do_ptrs, q_desc, do_desc, dq_ptrs, dq_desc, b, h, bh, mask_ptrs, lse_ptrs,
+                 delta_ptrs, offs_n, offs_m0, offs_d, start, end, stride_qm, stride_dom, stride_mm, n_q, n_k, head_dim,
+                 qk_scale, MASKED: tl.constexpr, CAUSAL: tl.constexpr, HAS_MASK: tl.constexpr,
+                 MASK_BOOL: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr,
+                 TMA: tl.constexpr, DQ_ATOMIC: tl.constexpr, DQ_TMA: tl.constexpr, PRECISION: tl.constexpr):
+    """Query blocks start..end into dK (unscaled) and dV of one key block; DQ_ATOMIC: each block's
+    share of dQ (unscaled, dSᵀᵀ·K) added into the float32 rows at dq_ptrs (through dq_desc's bulk
+    reduction when DQ_TMA; bh: the program's batch·head row of it)."""
     for start_m in range(start, end, BLOCK_M):
         offs_m = start_m + offs_m0
         q, p_t = _scores_t(k, q_ptrs + start_m * stride_qm, q_desc, b, h, start_m, mask_ptrs, lse_ptrs + start_m,
@@ -116,20 +119,27 @@ def _dkdv_blocks(dk, dv, k, v, q_ptrs, do_ptrs, q_desc, do_desc, b, h, mask_ptrs
         dv = tl.dot(p_t.to(do.dtype), do, dv, input_precision=PRECISION)
         delta = tl.load(delta_ptrs + start_m + offs_m0, mask=offs_m < n_q, other=0.0)
         dp_t = tl.dot(v, tl.trans(do), input_precision=PRECISION)
-        ds_t = p_t * (dp_t - delta[None, :])
-        dk = tl.dot(ds_t.to(q.dtype), q, dk, input_precision=PRECISION)
+        ds_t = (p_t * (dp_t - delta[None, :])).to(q.dtype)
+        dk = tl.dot(ds_t, q, dk, input_precision=PRECISION)
+        if DQ_ATOMIC:
+            dq = tl.dot(tl.trans(ds_t), k, input_precision=PRECISION)  # (BLOCK_M, BLOCK_D)
+            if DQ_TMA:
+                dq_desc.atomic_add([bh, start_m, 0], dq.reshape(1, BLOCK_M, BLOCK_D))
+            else:
+                tl.atomic_add(dq_ptrs + start_m * BLOCK_D, dq, mask=offs_m[:, None] < n_q, sem="relaxed")
     return dk, dv
 
 
 @triton.jit
-def _attention_dkdv(Q, K, V, MASK, DO, LSE, DELTA, DK, DV, Q_DESC, K_DESC, V_DESC, DO_DESC, DK_DESC, DV_DESC,
+def _attention_dkdv(Q, K, V, MASK, DO, LSE, DELTA, DK, DV, DQ_ACC, Q_DESC, K_DESC, V_DESC, DO_DESC, DK_DESC, DV_DESC,
+                    DQ_ACC_DESC,
                     stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn, stride_vb, stride_vh, stride_vn,
                     stride_dob, stride_doh, stride_dom, stride_dkb, stride_dkh, stride_dkn,
                     stride_dvb, stride_dvh, stride_dvn, stride_mb, stride_mh, stride_mm, stride_mn,
                     heads, kv_heads, group, n_q, n_k, head_dim, qk_scale, scale,
                     CAUSAL: tl.constexpr, HAS_MASK: tl.constexpr, MASK_BOOL: tl.constexpr,
                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, EVEN_D: tl.constexpr,
-                    TMA: tl.constexpr, PRECISION: tl.constexpr):
+                    TMA: tl.constexpr, DQ_ATOMIC: tl.constexpr, DQ_TMA: tl.constexpr, PRECISION: tl.constexpr):
     start_n = tl.program_id(0) * BLOCK_N
     bhk = tl.program_id(1)
     b32, hk32 = bhk // kv_heads, bhk % kv_heads  # descriptor coordinates are 32-bit
@@ -162,18 +172,20 @@ def _attention_dkdv(Q, K, V, MASK, DO, LSE, DELTA, DK, DV, Q_DESC, K_DESC, V_DES
         mask_ptrs = MASK + b * stride_mb + h * stride_mh + offs_n[:, None] * stride_mn
         lse_ptrs = LSE + (b * heads + h) * n_q + offs_m0
         delta_ptrs = DELTA + (b * heads + h) * n_q
-        dk, dv = _dkdv_blocks(dk, dv, k, v, q_ptrs, do_ptrs, Q_DESC, DO_DESC, b32, h32, mask_ptrs, lse_ptrs,
-                              delta_ptrs, offs_n, offs_m0, offs_d, lo, mid, stride_qm, stride_dom, stride_mm, n_q, n_k,
-                              head_dim, qk_scale, True, CAUSAL, HAS_MASK, MASK_BOOL, EVEN_D, BLOCK_M, BLOCK_D, TMA,
-                              PRECISION)
-        dk, dv = _dkdv_blocks(dk, dv, k, v, q_ptrs, do_ptrs, Q_DESC, DO_DESC, b32, h32, mask_ptrs, lse_ptrs,
-                              delta_ptrs, offs_n, offs_m0, offs_d, mid, full, stride_qm, stride_dom, stride_mm, n_q,
-                              n_k, head_dim, qk_scale, False, CAUSAL, HAS_MASK, MASK_BOOL, EVEN_D, BLOCK_M, BLOCK_D,
-                              TMA, PRECISION)
-        dk, dv = _dkdv_blocks(dk, dv, k, v, q_ptrs, do_ptrs, Q_DESC, DO_DESC, b32, h32, mask_ptrs, lse_ptrs,
-                              delta_ptrs, offs_n, offs_m0, offs_d, tail, n_q, stride_qm, stride_dom, stride_mm, n_q,
-                              n_k, head_dim, qk_scale, True, CAUSAL, HAS_MASK, MASK_BOOL, EVEN_D, BLOCK_M, BLOCK_D,
-                              TMA, PRECISION)
+        bh = b32 * heads + h32
+        dq_ptrs = DQ_ACC + bh.to(tl.int64) * n_q * BLOCK_D + offs_m0[:, None] * BLOCK_D + offs_d[None, :]
+        dk, dv = _dkdv_blocks(dk, dv, k, v, q_ptrs, do_ptrs, Q_DESC, DO_DESC, dq_ptrs, DQ_ACC_DESC, b32, h32, bh,
+                              mask_ptrs, lse_ptrs, delta_ptrs, offs_n, offs_m0, offs_d, lo, mid, stride_qm,
+                              stride_dom, stride_mm, n_q, n_k, head_dim, qk_scale, True, CAUSAL, HAS_MASK,
+                              MASK_BOOL, EVEN_D, BLOCK_M, BLOCK_D, TMA, DQ_ATOMIC, DQ_TMA, PRECISION)
+        dk, dv = _dkdv_blocks(dk, dv, k, v, q_ptrs, do_ptrs, Q_DESC, DO_DESC, dq_ptrs, DQ_ACC_DESC, b32, h32, bh,
+                              mask_ptrs, lse_ptrs, delta_ptrs, offs_n, offs_m0, offs_d, mid, full, stride_qm,
+                              stride_dom, stride_mm, n_q, n_k, head_dim, qk_scale, False, CAUSAL, HAS_MASK,
+                              MASK_BOOL, EVEN_D, BLOCK_M, BLOCK_D, TMA, DQ_ATOMIC, DQ_TMA, PRECISION)
+        dk, dv = _dkdv_blocks(dk, dv, k, v, q_ptrs, do_ptrs, Q_DESC, DO_DESC, dq_ptrs, DQ_ACC_DESC, b32, h32, bh,
+                              mask_ptrs, lse_ptrs, delta_ptrs, offs_n, offs_m0, offs_d, tail, n_q, stride_qm,
+                              stride_dom, stride_mm, n_q, n_k, head_dim, qk_scale, True, CAUSAL, HAS_MASK,
+                              MASK_BOOL, EVEN_D, BLOCK_M, BLOCK_D, TMA, DQ_ATOMIC, DQ_TMA, PRECISION)
     store_tile(DK_DESC, DK + b * stride_dkb + hk * stride_dkh + offs_n[:, None] * stride_dkn + offs_d[None, :], kv_ok,
                b32, hk32, start_n, (dk * scale).to(DK.dtype.element_ty), BLOCK_N, BLOCK_D, TMA)
     store_tile(DV_DESC, DV + b * stride_dvb + hk * stride_dvh + offs_n[:, None] * stride_dvn + offs_d[None, :], kv_ok,
@@ -263,18 +275,42 @@ def _attention_dq(Q, K, V, MASK, DO, LSE, DELTA, DQ, Q_DESC, K_DESC, V_DESC, DO_
                b32, h32, start_m, (dq * scale).to(DQ.dtype.element_ty), BLOCK_M, BLOCK_D, TMA)
 
 
+@triton.jit
+def _dq_convert(ACC, DQ, stride_dqb, stride_dqh, stride_dqm, heads, n_q, head_dim, scale,
+                BLOCK: tl.constexpr, BLOCK_D: tl.constexpr):
+    """dQ = scale · the float32 sums of the atomic dK/dV pass, in dQ's dtype and strides."""
+    bh = tl.program_id(1)
+    b = (bh // heads).to(tl.int64)
+    h = (bh % heads).to(tl.int64)
+    offs_m = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    offs_d = tl.arange(0, BLOCK_D)
+    rows = offs_m[:, None] < n_q
+    acc = tl.load(ACC + bh.to(tl.int64) * n_q * BLOCK_D + offs_m[:, None] * BLOCK_D + offs_d[None, :], mask=rows,
+                  other=0.0)
+    tl.store(DQ + b * stride_dqb + h * stride_dqh + offs_m[:, None] * stride_dqm + offs_d[None, :],
+             (acc * scale).to(DQ.dtype.element_ty), mask=rows & (offs_d[None, :] < head_dim))
+
+
 class AttentionBackwardTriton(TritonImplementation):
     op = "attention_backward"
     # BLOCK_OUTER: the keys (dK/dV) or query rows (dQ) a program owns; BLOCK_INNER: the step of its loop
+    # DQ: "pass", a dQ pass of its own (7 products per pair of blocks, deterministic); "atomic", dQ's
+    # share added by the dK/dV pass into float32 rows (5 products, order of the additions unspecified)
     config_space = {"BLOCK_OUTER": [64, 128], "BLOCK_INNER": [32, 64], "num_warps": [4, 8],
-                    "num_stages": [1, 2, 3, 4]}
+                    "num_stages": [1, 2, 3, 4], "DQ": ["pass", "atomic"]}
     # the winner of `kernelzoo tune` on all six float16 D=64 keys (H200, Triton 3.6, 2026-11-21); it also ran
     # D=128 at 1.33-1.59x the previous default (128, 32, 8, 2) through the nearest-bucket lookup
-    default_config = {"BLOCK_OUTER": 128, "BLOCK_INNER": 64, "num_warps": 8, "num_stages": 3}
+    default_config = {"BLOCK_OUTER": 128, "BLOCK_INNER": 64, "num_warps": 8, "num_stages": 3, "DQ": "pass"}
     # The default above overflows shared memory with float32 tiles (twice the bytes) at D >= 80 or with a
     # mask, and with half ones at D = 256 (H200, 2026-11-22). Such a call given the default runs the previous
     # default, which fits them all.
-    large_tile_default = {"BLOCK_OUTER": 128, "BLOCK_INNER": 32, "num_warps": 8, "num_stages": 2}
+    large_tile_default = {"BLOCK_OUTER": 128, "BLOCK_INNER": 32, "num_warps": 8, "num_stages": 2, "DQ": "pass"}
+    # the fastest configs of the H100 study (docs/perf/attention-triton.md): 64/64 over 4 warps at every
+    # non-causal shape and, with atomic dQ, at causal D = 64; 64/32 over 3 stages at causal N = 4096
+    tuning_seeds = ({"BLOCK_OUTER": 64, "num_warps": 4, "num_stages": 2},
+                    {"BLOCK_OUTER": 64, "num_warps": 4, "num_stages": 2, "DQ": "atomic"},
+                    {"BLOCK_OUTER": 64, "BLOCK_INNER": 32, "num_warps": 4, "num_stages": 3},
+                    {"num_stages": 2})
 
     def supports(self, call: Call) -> str | None:
         why = super().supports(call)
@@ -314,11 +350,22 @@ class AttentionBackwardTriton(TritonImplementation):
         qk_scale, scale = call.params["scale"] * LOG2E, call.params["scale"]
         launch(_delta, (triton.cdiv(n_q, 64), batch * heads), o, do, delta, *o.stride()[:3], *do.stride()[:3],
                heads, n_q, d, BLOCK=64, BLOCK_D=block_d)
+        atomic = config["DQ"] == "atomic"
+        # the float32 sums of dQ, rows padded to block_d; the interpreter has no bulk reduction, so there
+        # the adds go through pointers
+        dq_acc = torch.zeros((batch * heads, n_q, block_d), dtype=torch.float32, device=q.device) if atomic else dq
+        dq_tma = atomic and tma and not interpreting()
+        dq_acc_desc = (TensorDescriptor(dq_acc, list(dq_acc.shape), list(dq_acc.stride()), [1, inner, block_d])
+                       if dq_tma else dq_acc)
         launch(_attention_dkdv, (triton.cdiv(n_k, outer), batch * kv_heads), q, k, v, mask_arg, do, lse, delta, dk, dv,
-               *descs((q, inner), (k, outer), (v, outer), (do, inner), (dk, outer), (dv, outer)),
+               dq_acc, *descs((q, inner), (k, outer), (v, outer), (do, inner), (dk, outer), (dv, outer)), dq_acc_desc,
                *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3], *dk.stride()[:3],
                *dv.stride()[:3], *mask_strides, heads, kv_heads, heads // kv_heads, n_q, n_k, d, qk_scale, scale,
-               BLOCK_M=inner, BLOCK_N=outer, **flags)
+               BLOCK_M=inner, BLOCK_N=outer, DQ_ATOMIC=atomic, DQ_TMA=dq_tma, **flags)
+        if atomic:
+            launch(_dq_convert, (triton.cdiv(n_q, 64), batch * heads), dq_acc, dq, *dq.stride()[:3], heads, n_q, d,
+                   scale, BLOCK=64, BLOCK_D=block_d)
+            return dq, dk, dv
         launch(_attention_dq, (triton.cdiv(n_q, outer), batch * heads), q, k, v, mask_arg, do, lse, delta, dq,
                *descs((q, outer), (k, inner), (v, inner), (do, outer), (dq, outer)),
                *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3], *dq.stride()[:3],
