@@ -177,6 +177,8 @@ class Op:
     shapes: ClassVar[Mapping[str, Sequence[tuple[int, ...]]]] = {}
     # inputs a kernel overwrites; the tuner restores them from a copy before every timed run
     inplace: ClassVar[tuple[str, ...]] = ()
+    # the dtypes `kernelzoo tune` covers per device type when none is asked for (absent: all the plugins take)
+    tune_dtypes: ClassVar[Mapping[str, Sequence[torch.dtype]]] = {}
 
     def check(self, *args: Any, **kwargs: Any) -> Call:
         """Validate and normalise arguments; raise a kernelzoo error naming the bad one."""

@@ -15,6 +15,7 @@ from kernelzoo.db.records import missed_keys, save_device_ceilings, winners
 from kernelzoo.db.store import open_store
 from kernelzoo.fingerprint import cpu_fingerprint
 from kernelzoo.registry import registry
+from kernelzoo.tuner.tune import default_dtypes
 
 FAST = ("--device", "cpu", "--dtype", "float32", "--budget-ms", "10", "--quiet")
 EXPLAIN = """
@@ -73,3 +74,10 @@ def test_tune_pending_tunes_exactly_the_keys_programs_missed(tmp_db):
     assert "relu float32 48x40" in out
     assert kernelzoo.explain("relu", x).reason == "tuned (exact bucket n=2^11)"
     assert missed_keys(open_store(tmp_db), cpu_fingerprint().hash) == []
+
+
+def test_default_dtypes_follow_the_op_on_each_device():
+    """attention tunes the half floats on a GPU unless asked; an op without tune_dtypes tunes all its plugins take."""
+    assert default_dtypes("attention", ["triton", "cuda", "torch"], "cuda") == ["float16", "bfloat16"]
+    assert default_dtypes("attention", ["openmp", "torch"], "cpu") == ["float32"]
+    assert default_dtypes("softmax", ["triton", "torch"], "cuda") == ["float32", "float16", "bfloat16"]

@@ -25,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--shape", action="append", help="a shape like 4096x4096 (repeatable; default: the op's "
                    "representative shapes)")
     p.add_argument("--dtype", action="append", help="float32, float16 or bfloat16 (repeatable; default: all "
-                   "the plugins take)")
+                   "the plugins take, or those the op names for tuning on the device)")
     p.add_argument("--device", help="cpu or cuda (default: cuda if there is a GPU)")
     # 20: on the H100, 10 trials per plugin and key tuned matmul's 24 keys in 153 s; 20 keeps
     # `kernelzoo tune --op matmul` well under 10 minutes while TPE still finds the good tiles

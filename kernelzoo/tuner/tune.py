@@ -70,6 +70,13 @@ def plugins_for(op: str, device: str, requested: Sequence[str] | None) -> list[s
     return list(requested) if requested else dispatch.plugin_order(torch.device(device).type, known)
 
 
+def default_dtypes(op: str, plugins: Sequence[str], kind: str) -> list[str]:
+    """The dtypes tuned when none is asked for: those the plugins take on ``kind`` that the op tunes there."""
+    offered = {d for p in plugins for d in registry.impl(op, p).dtypes.get(kind, ())}
+    wanted = registry.op(op).tune_dtypes.get(kind, FLOATS)
+    return [dtype_name(d) for d in FLOATS if d in offered and d in wanted]
+
+
 def device_fingerprint(pool: WorkerPool, device: str, plugin: str = PROBE) -> Fingerprint:
     """The device's fingerprint: the CPU's here, a GPU's from ``plugin``'s worker (its context stays there)."""
     if torch.device(device).type == "cpu":
@@ -113,11 +120,7 @@ def tune_op(store: Store, pool: WorkerPool, op: str, *, device: str, plugins: Se
     shapes = list(shapes) if shapes else list(spec.shapes.get(kind, ()))
     if not shapes:
         raise ArgumentError(f"{op}: no representative shapes for {kind}; pass --shape, e.g. --shape 1024x1024")
-    if dtypes:
-        dtype_names = [dtype_name(parse_dtype(d)) for d in dtypes]
-    else:
-        offered = {d for p in names for d in registry.impl(op, p).dtypes.get(kind, ())}
-        dtype_names = [dtype_name(d) for d in FLOATS if d in offered]
+    dtype_names = [dtype_name(parse_dtype(d)) for d in dtypes] if dtypes else default_dtypes(op, names, kind)
     pool.start(names, device)
     fp = device_fingerprint(pool, device, names[0])
     ceilings = (ceilings_for(store, pool, fp, device, progress, names[0]) if options.calibrate

@@ -354,6 +354,11 @@ class AttentionSpecBase(Op):
         "cpu": [(1, 8, 1024, 64, 0), (1, 8, 1024, 64, 1), (1, 8, 512, 64, 0), (1, 4, 256, 64, 1)],
     }
 
+    # A GPU tunes the half floats unless asked (--dtype float32): float32 attention kernels compile for
+    # minutes each (Triton's IEEE products at D = 128), while the half floats' 24 keys of the forward take
+    # about 9 minutes on the H100.
+    tune_dtypes = {"cuda": (torch.float16, torch.bfloat16)}
+
     def sizes(self, call: Call) -> dict[str, int]:
         (b, hq, n_q, d), (_, hk, n_k, _) = call.inputs["q"].shape, call.inputs["k"].shape
         return {"batch": b, "heads": hq, "kv_heads": hk, "n_q": n_q, "n_k": n_k, "d": d}
