@@ -3,8 +3,8 @@
     PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck python scripts/attention_sanitize.py
 
 N = 1, 97, 1025 (and Nq != Nk), causal and not, D 64 and 128, float16, forward and backward with the
-default config. Without torch's caching allocator every tensor is its own allocation, so a read or
-write past any of them is reported.
+default config (the backward with both of its dQ strategies). Without torch's caching allocator every
+tensor is its own allocation, so a read or write past any of them is reported.
 """
 
 from __future__ import annotations
@@ -29,10 +29,11 @@ def main() -> None:
         o, lse = FWD.run(call, FWD.config())
         do = randn(o.shape, "cuda", torch.float16, g)
         bwd_call = registry.op("attention_backward").check(q, k, v, o, lse, do, causal=causal)
-        BWD.run(bwd_call, BWD.config())
+        for dq in BWD.config_space["DQ"]:  # dQ by its own pass and by atomics
+            BWD.run(bwd_call, BWD.config({"DQ": dq}))
         torch.cuda.synchronize()
         runs += 1
-    print(f"{runs} shapes, forward and backward: done")
+    print(f"{runs} shapes, forward and backward (both dQ strategies): done")
 
 
 if __name__ == "__main__":

@@ -1,29 +1,39 @@
-// Attention backward, FlashAttention-2 on tensor cores (building blocks and layouts: ../_cuda/flash.cuh), in
-// three kernels:
-//   attention_backward_delta  delta = rowsum(dO∘O), float32 (B, Hq, Nq);
-//   attention_backward_dkdv   one block per (BLOCK_OUTER keys, batch·kv head): loops over the query tiles
-//                             (BLOCK_INNER rows) of every query head of its GQA group, so it owns its rows of
-//                             dK and dV and sums the group for free;
-//   attention_backward_dq     one block per (BLOCK_OUTER query rows, batch·head): loops over key tiles.
-// Both recompute P from the forward's lse: P = 2^(S·scale·log2 e − lse·log2 e), and dS = P∘(dP − delta).
+// Attention backward, FlashAttention-2 on tensor cores (building blocks and layouts: ../_cuda/flash.cuh):
+//   attention_backward_delta       delta = rowsum(dO∘O), float32 (B, Hq, Nq);
+//   attention_backward_dkdv        one block per (BLOCK_OUTER keys, batch·kv head): loops over the query tiles
+//                                  (BLOCK_INNER rows) of every query head of its GQA group, so it owns its rows of
+//                                  dK and dV and sums the group for free;
+//   attention_backward_dkdv_dq     the same, and per query tile also dQ's share of its keys, dS·K, added to the
+//                                  float32 sums dq_accum (B, Hq, Nq, d) by atomics;
+//   attention_backward_dq_convert  dq = dq_accum·scale, in T;
+//   attention_backward_dq          one block per (BLOCK_OUTER query rows, batch·head): loops over key tiles.
+// All recompute P from the forward's lse: P = 2^(S·scale·log2 e − lse·log2 e), and dS = P∘(dP − delta).
 //
-// dQ by its own pass rather than by atomics from the dK/dV pass: FLOPs 7 matrix products instead of 5
-// (S and dP are recomputed: +40% tensor work), against the atomic pass's dS round trip through shared memory
-// (dS is produced in the dK/dV pass's C layout, keys × queries, but dQ = dS·K needs it queries × keys), an
-// fp32 dq_accum (B·Hq·Nq·D·4 bytes, zeroed, and a convert kernel) and red.add traffic of Nk/BLOCK_OUTER
-// times that: at B=4, Hq=32, N=4096, D=128 that is 268 MB accumulated 32 times, 8.6 GB of L2 atomics
-// against 2.7 TFLOP of products, i.e. 3 ms at 3 TB/s beside ~9 ms of math; the recomputation costs about
-// as much (2/5 of 9 ms) and keeps every product's operands in registers, every gradient written once by
-// one block, and the result deterministic (a tuner's verification sees the same bits every run).
+// Two ways to dQ, both kept: the wrapper's DQ config picks one per shape, by measurement (the tuner).
+// - "pass" (delta, dkdv, dq): 7 matrix products per (key tile, query tile) instead of 5, since the dQ pass
+//   recomputes S and dP (+40% tensor work); but every product's operands stay in registers or in the pass's own
+//   tiles, every gradient is written once by one block, and the result is deterministic (a tuner's
+//   verification sees the same bits every run).
+// - "atomic" (delta, dkdv_dq, dq_convert): 5 products, against a round trip of dS through shared memory (it
+//   comes out of the dK/dV pass's products keys × queries, but dQ = dS·K needs it queries × keys) with a second
+//   barrier a step, an fp32 dq_accum (B·Hq·Nq·d·4 bytes, zeroed, and a convert kernel) and red.add traffic of
+//   Nk/BLOCK_OUTER times that: at B=4, Hq=32, N=4096, D=128 that is 268 MB accumulated 32 times, 8.6 GB of L2
+//   atomics against 2.7 TFLOP of products, i.e. 3 ms at 3 TB/s beside ~9 ms of math, about what the pass's
+//   recomputation costs (2/5 of 9 ms). FlashAttention-2's bet is that the REDs, fire-and-forget into L2 (the
+//   resident blocks add to ~8 MB of dq_accum at that shape), hide behind the math, which recomputed products
+//   cannot.
 //
 // dK/dV pass, per query tile, in a warp's keys × queries C fragments (transposed products, so that Pᵀ and dSᵀ
 // come out as the A operands of dV and dK without leaving registers):
 //   Sᵀ = K·Qᵀ, Pᵀ, dV += Pᵀ·dO, dPᵀ = V·dOᵀ, dSᵀ = Pᵀ∘(dPᵀ − delta), dK += dSᵀ·Q;
+// with atomic dQ, dSᵀ also goes to a shared tile (as T, rounded as the dK product takes it), and after a barrier
+// the block's warps share dQ += dS·K (BLOCK_INNER rows × head dim, over the block's keys: add_dq).
 // dQ pass, per key tile, in queries × keys fragments: S = Q·Kᵀ, P, dP = dO·Vᵀ, dS, dQ += dS·K.
-// dK and dQ are scaled by the softmax scale once, at the end. Causal: the dK/dV pass starts at the query tile
-// holding its first key, the dQ pass stops after its last row's key tile; only tiles that straddle the
-// diagonal (and, in the dQ pass, the end of the keys) are masked. Query rows past Nq read lse as +inf
-// (P = 0), so they add nothing to dK and dV; key rows past Nk of the dK/dV pass are computed but not stored.
+// dK and dQ are scaled by the softmax scale once, at the end (atomic dQ's in the convert kernel). Causal: the
+// dK/dV pass starts at the query tile holding its first key, the dQ pass stops after its last row's key tile;
+// only tiles that straddle the diagonal (and, in the dQ pass, the end of the keys) are masked. Query rows past Nq
+// read lse as +inf (P = 0), so they add nothing to dK and dV (nor to dQ); key rows past Nk of the dK/dV pass are
+// computed but not stored, and enter the dQ product as zeros (store_ds says why).
 #ifndef BLOCK_OUTER
 #define BLOCK_OUTER 128
 #endif
@@ -41,6 +51,7 @@
 #define MT (BLOCK_OUTER / (16 * WARPS))  // m16 row tiles per warp
 #define NI BLOCK_INNER
 #define NT (NI / 8)
+#define LDSD (NI + 8)  // row stride of the dSᵀ tile, elements: an odd number of 16-byte chunks, as LDS
 
 static_assert(MT >= 1 && MT * 16 * WARPS == BLOCK_OUTER, "BLOCK_OUTER must be 16·WARPS·MT");
 static_assert(NI % 16 == 0 && 2 * NI <= THREADS && STAGES >= 2, "BLOCK_INNER: a multiple of 16, ≤ THREADS / 2");
@@ -87,26 +98,135 @@ __device__ __forceinline__ float lse_log2(float lse, bool in_range) {
   return in_range && lse != -KZ_INF ? lse * LOG2E : KZ_INF;
 }
 
+// A warp's dSᵀ C fragments (keys key0 + 16i + g + 8r, queries 8j + 2t + e%2), rounded to T as the dK product takes
+// them, into its rows of the tile s [BLOCK_OUTER][LDSD] by 4-byte stores (conflict-free as store_rows': the row
+// stride LDSD/2 is 4·odd words). Keys past n_k go in as zeros: their P comes from zero-filled K rows against the
+// real keys' lse, 2^(−lse·log2 e), which can round to inf in T (lse ≪ 0 under an additive mask), and the dQ
+// product would turn inf times those rows' zeros of K into NaN.
+__device__ __forceinline__ void store_ds(const float (&ds)[MT][NT][4], T* s, int key0, int n_k) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = i * 16 + lane / 4 + 8 * r;
+      const bool ok = key0 + row < n_k;
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+        *reinterpret_cast<unsigned*>(s + row * LDSD + j * 8 + lane % 4 * 2) =
+            ok ? pack_pair(ds[i][j][2 * r], ds[i][j][2 * r + 1], T{}) : 0u;
+    }
+}
+
+// dst[0] += x, dst[1] += y (dst 8-byte aligned) by float32 atomics whose results are unused, so that they compile
+// to REDs: one REDG.E.ADD.F32x2 on sm_90, two 4-byte ones before.
+__device__ __forceinline__ void red_add2(float* dst, float x, float y) {
+#if __CUDA_ARCH__ >= 900
+  atomicAdd(reinterpret_cast<float2*>(dst), make_float2(x, y));
+#else
+  atomicAdd(dst, x);
+  atomicAdd(dst + 1, y);
+#endif
+}
+
+// The split of a step's dQ product (BLOCK_INNER rows × HEAD_DIM) over the warps: wm warps along the rows (m16
+// tiles) by WARPS/wm along the head dim (16-column pairs, one ldmatrix.x4.trans of K each). A warp loads the A
+// fragments of each of its row tiles and the B fragments of each of its pairs once per k16 step; the split chosen
+// issues the fewest mma per warp, then loads the fewest fragments: at BLOCK_INNER 32 and 8 warps, 1 × 8 at head
+// dim 128 (a warp: 2 row tiles × 1 pair, 3 loads for 4 mma a step) and 2 × 4 at 64 (1 × 1).
+__device__ constexpr int dq_pairs(int wm) { return (KD + WARPS / wm - 1) / (WARPS / wm); }
+__device__ constexpr int dq_mma(int wm) { return NI / 16 / wm * dq_pairs(wm); }
+__device__ constexpr int dq_loads(int wm) { return NI / 16 / wm + dq_pairs(wm); }
+__device__ constexpr int dq_warp_rows() {
+  int best = 1;
+  for (int wm = 2; wm <= WARPS && NI / 16 % wm == 0; wm *= 2)
+    if (dq_mma(wm) < dq_mma(best) || (dq_mma(wm) == dq_mma(best) && dq_loads(wm) < dq_loads(best))) best = wm;
+  return best;
+}
+
+// One step's share of dQ, dS·K, added in float32 to rows m0 .. of one head's dq (rows of d floats, contiguous;
+// rows ≥ n_q and columns ≥ d are not added): dS (NI queries × BLOCK_OUTER keys) from the dSᵀ tile sds, K (keys ×
+// head dim) from sk. Warp w computes rows row0 = 16·MW·(w % WM) .. row0 + 16·MW - 1 of the step, and columns
+// 16c .. 16c+15 for its pairs c = w / WM + WN·s below KD. Per k16 step kc (keys 16kc ..):
+// A of row tile r (queries row0 + 16r ..) from sds, which holds it transposed (row = key): lane l points at row
+// 16kc + 8·(l/16) + l%8, column row0 + 16r + 8·((l/8)%2), so the four matrices are (keys 0-7, queries 0-7),
+// (keys 0-7, queries 8-15), (keys 8-15, queries 0-7), (keys 8-15, queries 8-15); .trans gives lane l column g,
+// rows 2t, 2t+1 of each, i.e. query g (or g+8) and keys 2t, 2t+1 (or +8), the lower key in the low half: a0,
+// a1, a2, a3 of the mma. B of pair c from sk (row = key, as accumulate reads V): lane l points at row 16kc + l%16,
+// column 16c + 8·(l/16), so the matrices are (keys 0-7, columns 0-7), (keys 8-15, columns 0-7), (keys 0-7,
+// columns 8-15), (keys 8-15, columns 8-15); .trans gives lane l column g and keys 2t, 2t+1 (or +8): b0, b1 of n8
+// tile 2c, then of 2c+1. The C fragments give lane l rows g and g+8, columns 2t and 2t+1: one 8-byte RED each.
+__device__ __forceinline__ void add_dq(const T* sds, const T* sk, float* dq, int m0, int n_q, int d) {
+  constexpr int WM = dq_warp_rows(), WN = WARPS / WM, MW = NI / 16 / WM, NP = dq_pairs(WM);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, wn = warp / WM, row0 = warp % WM * MW * 16;
+  if (wn >= KD) return;  // more warps along the head dim than pairs: this one has none
+  float acc[MW][2 * NP][4];  // rows row0 + 16r + g + 8·(e/2), columns 16(wn + WN·(n/2)) + 8·(n%2) + 2t + e%2
+  zero(acc);
+#pragma unroll
+  for (int kc = 0; kc < BLOCK_OUTER / 16; ++kc) {
+    unsigned a[MW][4];
+#pragma unroll
+    for (int r = 0; r < MW; ++r)
+      ldmatrix_x4_trans(a[r], sds + (kc * 16 + lane / 16 * 8 + lane % 8) * LDSD + row0 + r * 16 + lane / 8 % 2 * 8);
+#pragma unroll
+    for (int s = 0; s < NP; ++s) {
+      const int c = wn + s * WN;
+      if (KD % WN == 0 || c < KD) {
+        unsigned b[4];
+        ldmatrix_x4_trans(b, sk + (kc * 16 + lane % 16) * LDS + c * 16 + lane / 16 * 8);
+#pragma unroll
+        for (int r = 0; r < MW; ++r) {
+          mma_16816(acc[r][2 * s], a[r], b, T{});
+          mma_16816(acc[r][2 * s + 1], a[r], b + 2, T{});
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < MW; ++r)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int row = m0 + row0 + r * 16 + lane / 4 + 8 * half;
+      if (row < n_q) {
+#pragma unroll
+        for (int n = 0; n < 2 * NP; ++n) {
+          const int col = (wn + n / 2 * WN) * 16 + n % 2 * 8 + lane % 4 * 2;  // < d: inside the head dim's pairs
+          if (col < d) red_add2(dq + (i64)row * d + col, acc[r][n][2 * half], acc[r][n][2 * half + 1]);
+        }
+      }
+    }
+}
+
 // q and do (B, Hq, Nq, d), k and v (B, Hk, Nk, d), dk and dv like k: element (b, h, row, col) at b·sb + h·sh +
 // row·sm (sn for keys) + col, strides in elements (multiples of 8, pointers 16-byte aligned). lse, delta:
-// float32 (B, Hq, Nq), contiguous. Grid: (ceil(Nk / BLOCK_OUTER), B·Hk); dynamic shared memory
-// 2·(BLOCK_OUTER + STAGES·BLOCK_INNER)·LDS elements + 2·STAGES·BLOCK_INNER floats.
-extern "C" __global__ void __launch_bounds__(THREADS)
-    attention_backward_dkdv(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
-                            const MASK_T* __restrict__ mask, const T* __restrict__ dout,
-                            const float* __restrict__ lse, const float* __restrict__ delta, T* __restrict__ dk,
-                            T* __restrict__ dv, i64 q_sb, i64 q_sh, i64 q_sm, i64 k_sb, i64 k_sh, i64 k_sn,
-                            i64 v_sb, i64 v_sh, i64 v_sn, i64 do_sb, i64 do_sh, i64 do_sm, i64 dk_sb, i64 dk_sh,
-                            i64 dk_sn, i64 dv_sb, i64 dv_sh, i64 dv_sn, i64 mask_sb, i64 mask_sh, i64 mask_sm,
-                            i64 mask_sn, int heads, int kv_heads, int group, int n_q, int n_k, int d,
-                            float scale_log2, float scale) {
-  extern __shared__ __align__(16) unsigned char smem[];
+// float32 (B, Hq, Nq), contiguous. dq_accum: float32 (B, Hq, Nq, d) contiguous and zeroed, for
+// attention_backward_dkdv_dq (attention_backward_dkdv ignores it). Grid: (ceil(Nk / BLOCK_OUTER), B·Hk); dynamic
+// shared memory 2·(BLOCK_OUTER + STAGES·BLOCK_INNER)·LDS elements + 2·STAGES·BLOCK_INNER floats, and
+// attention_backward_dkdv_dq BLOCK_OUTER·LDSD elements more.
+#define DKDV_PARAMS                                                                                              \
+  const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, const MASK_T* __restrict__ mask,     \
+      const T* __restrict__ dout, const float* __restrict__ lse, const float* __restrict__ delta,                \
+      T* __restrict__ dk, T* __restrict__ dv, float* __restrict__ dq_accum, i64 q_sb, i64 q_sh, i64 q_sm,       \
+      i64 k_sb, i64 k_sh, i64 k_sn, i64 v_sb, i64 v_sh, i64 v_sn, i64 do_sb, i64 do_sh, i64 do_sm, i64 dk_sb,   \
+      i64 dk_sh, i64 dk_sn, i64 dv_sb, i64 dv_sh, i64 dv_sn, i64 mask_sb, i64 mask_sh, i64 mask_sm,             \
+      i64 mask_sn, int heads, int kv_heads, int group, int n_q, int n_k, int d, float scale_log2, float scale
+// The kernels own the dynamic shared memory's declaration: one inside the template would have C++ linkage
+// against their C one.
+#define DKDV_BODY(DQ_ATOMIC)                                                                                     \
+  extern __shared__ __align__(16) unsigned char smem[];                                                         \
+  dkdv_pass<DQ_ATOMIC>(smem, q, k, v, mask, dout, lse, delta, dk, dv, dq_accum, q_sb, q_sh, q_sm, k_sb, k_sh,   \
+                       k_sn, v_sb, v_sh, v_sn, do_sb, do_sh, do_sm, dk_sb, dk_sh, dk_sn, dv_sb, dv_sh, dv_sn,    \
+                       mask_sb, mask_sh, mask_sm, mask_sn, heads, kv_heads, group, n_q, n_k, d, scale_log2, scale)
+
+template <bool DQ_ATOMIC>
+__device__ __forceinline__ void dkdv_pass(unsigned char* smem, DKDV_PARAMS) {
   T* sk = reinterpret_cast<T*>(smem);                    // [BLOCK_OUTER][LDS]: k, then dk on its way out
   T* sv = sk + BLOCK_OUTER * LDS;                        // [BLOCK_OUTER][LDS]: v, then dv
   T* sq = sv + BLOCK_OUTER * LDS;                        // [STAGES][NI][LDS]
   T* sdo = sq + STAGES * NI * LDS;                       // [STAGES][NI][LDS]
   float* s_lse = reinterpret_cast<float*>(sdo + STAGES * NI * LDS);  // [STAGES][NI]
   float* s_delta = s_lse + STAGES * NI;                  // [STAGES][NI]
+  T* sds = reinterpret_cast<T*>(s_delta + STAGES * NI);  // [BLOCK_OUTER][LDSD] (DQ_ATOMIC): a step's dSᵀ
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int n0 = blockIdx.x * BLOCK_OUTER;
   const int b = blockIdx.y / kv_heads, hk = blockIdx.y % kv_heads;
@@ -140,7 +260,7 @@ extern "C" __global__ void __launch_bounds__(THREADS)
   zero(dv_acc);
   for (int it = 0; it < total; ++it) {
     cp_async_wait<STAGES - 2>();  // step it landed (this thread's part); the barrier: everyone's, and the
-    __syncthreads();              // stage read in step it-1 is free
+    __syncthreads();              // stage read in step it-1 (and sds) is free
     const int next = it + STAGES - 1;
     if (next < total) load_step(next, next % STAGES);
     cp_async_commit();
@@ -187,18 +307,42 @@ extern "C" __global__ void __launch_bounds__(THREADS)
         ds[i][j][3] = p[i][j][3] * (ds[i][j][3] - d1);
       }
     }
+    if (DQ_ATOMIC) store_ds(ds, sds + wrow * LDSD, n0 + wrow, n_k);
     accumulate<MT, NI>(dk_acc, ds, tq);
+    if (DQ_ATOMIC) {
+      __syncthreads();  // every warp's rows of dSᵀ are in sds
+      add_dq(sds, sk, dq_accum + (i64)(b * heads + h) * n_q * d, m0, n_q, d);
+    }
   }
   cp_async_wait<0>();
-  __syncthreads();  // with no step at all, k and v may still be landing in rows other warps stage below
+  __syncthreads();  // with no step at all, k and v may still be landing in rows other warps stage below; with
+                    // atomic dQ, other warps may still be reading every row of sk
 
-  // Each warp read only its own rows of sk and sv (as A operands): they are its stages now.
+  // Each warp's own rows of sk and sv (the only ones its products read as A operands) are its stages now.
   scale_rows<MT>(dk_acc, scale);
   store_rows<MT>(dk_acc, sk + wrow * LDS, dk + b * dk_sb + hk * dk_sh, dk_sn, n0 + wrow, n_k, d);
   store_rows<MT>(dv_acc, sv + wrow * LDS, dv + b * dv_sb + hk * dv_sh, dv_sn, n0 + wrow, n_k, d);
 }
 
-// Arguments as attention_backward_dkdv's, with dq (like q) for dk and dv. Grid: (ceil(Nq / BLOCK_OUTER),
+extern "C" __global__ void __launch_bounds__(THREADS) attention_backward_dkdv(DKDV_PARAMS) { DKDV_BODY(false); }
+extern "C" __global__ void __launch_bounds__(THREADS) attention_backward_dkdv_dq(DKDV_PARAMS) { DKDV_BODY(true); }
+
+// dq = dq_accum·scale rounded to T, 8 columns a thread (two 16-byte loads, one 16-byte store). dq_accum: float32
+// (B, Hq, Nq, d) contiguous; dq (B, Hq, Nq, d) at its strides, as q's. Grid: (ceil(Nq·d/8 / 256), B·Hq).
+extern "C" __global__ void __launch_bounds__(256)
+    attention_backward_dq_convert(const float* __restrict__ dq_accum, T* __restrict__ dq, i64 dq_sb, i64 dq_sh,
+                                  i64 dq_sm, int heads, int n_q, int d, float scale) {
+  const int chunks = d / 8, i = blockIdx.x * 256 + threadIdx.x;
+  if (i >= n_q * chunks) return;
+  const int bh = blockIdx.y, b = bh / heads, h = bh % heads, row = i / chunks, col = i % chunks * 8;
+  const float4* src = reinterpret_cast<const float4*>(dq_accum + ((i64)bh * n_q + row) * d + col);
+  const float4 x = src[0], y = src[1];
+  *reinterpret_cast<uint4*>(dq + b * dq_sb + h * dq_sh + row * dq_sm + col) =
+      make_uint4(pack_pair(x.x * scale, x.y * scale, T{}), pack_pair(x.z * scale, x.w * scale, T{}),
+                 pack_pair(y.x * scale, y.y * scale, T{}), pack_pair(y.z * scale, y.w * scale, T{}));
+}
+
+// Arguments as attention_backward_dkdv's, with dq (like q) for dk, dv and dq_accum. Grid: (ceil(Nq / BLOCK_OUTER),
 // B·Hq); dynamic shared memory 2·(BLOCK_OUTER + STAGES·BLOCK_INNER)·LDS elements.
 extern "C" __global__ void __launch_bounds__(THREADS)
     attention_backward_dq(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,

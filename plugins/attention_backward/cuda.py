@@ -1,8 +1,10 @@
 """The attention backward in raw CUDA: FlashAttention-2's backward on tensor cores (cuda.cu, on
-../_cuda/flash.cuh), three kernels: delta = rowsum(dO∘O); dK and dV per block of BLOCK_OUTER keys, looping
-over the query tiles (BLOCK_INNER rows) of every head of its GQA group; dQ per block of BLOCK_OUTER query rows,
-looping over key tiles of BLOCK_INNER (a separate pass rather than atomics: cuda.cu says why). P is recomputed
-from the forward's lse. Same dtypes, head dims, masks and layouts as the forward's cuda plugin.
+../_cuda/flash.cuh). delta = rowsum(dO∘O); dK and dV per block of BLOCK_OUTER keys, looping over the query tiles
+(BLOCK_INNER rows) of every head of its GQA group; dQ by one of two strategies, the config's DQ (cuda.cu weighs
+them): "pass", a pass of its own per block of BLOCK_OUTER query rows looping over key tiles of BLOCK_INNER
+(7 matrix products per pair of tiles, deterministic), or "atomic", each dK/dV step also adding its dS·K to
+float32 sums that a last kernel scales into dq (5 products, summation order unspecified). P is recomputed from
+the forward's lse. Same dtypes, head dims, masks and layouts as the forward's cuda plugin.
 """
 
 from __future__ import annotations
@@ -30,33 +32,50 @@ from ..attention.cuda import (
 from . import gradients_like, trivial_backward
 
 DELTA_ROWS = 32  # rows per block of the delta kernel (256 threads, 8 a row)
+CONVERT_CHUNKS = 256  # 8-column chunks of dq per block of the convert kernel, a thread each
 
 
 class AttentionBackwardCuda(CudaImplementation):
     op = "attention_backward"
     dtypes = {"cuda": (torch.float16, torch.bfloat16)}
     # BLOCK_OUTER: the keys (dK/dV pass) or query rows (dQ pass) a block owns, over WARPS warps of 16 or 32;
-    # BLOCK_INNER: the step of its loop; STAGES steps in flight. 16 points; for a call, those whose tile state
-    # overflows the registers (STATE_REGISTERS) or whose tiles overflow shared memory are rejected.
-    config_space = {"BLOCK_OUTER": [64, 128], "BLOCK_INNER": [32, 64], "WARPS": [4, 8], "STAGES": [2, 3]}
+    # BLOCK_INNER: the step of its loop; STAGES steps in flight; DQ: how dQ is made, "pass" (its own pass) or
+    # "atomic" (by the dK/dV pass, through float32 sums). 32 points; for a call, those whose tile state overflows
+    # the registers (STATE_REGISTERS) or whose tiles overflow shared memory are rejected.
+    config_space = {"BLOCK_OUTER": [64, 128], "BLOCK_INNER": [32, 64], "WARPS": [4, 8], "STAGES": [2, 3],
+                    "DQ": ["pass", "atomic"]}
     # 8 warps of 16 rows: at head dim 128 the dK/dV pass takes 230-236 registers and 102.5 KiB, the dQ pass
-    # 160 and 102 KiB (no spill); valid for every head dim up to 128.
-    default_config = {"BLOCK_OUTER": 128, "BLOCK_INNER": 32, "WARPS": 8, "STAGES": 2}
+    # 160 and 102 KiB (no spill), the dK/dV pass with atomic dQ 242-244 and 112.5 KiB (255 and 24 bytes of
+    # spill with an attn_mask; -Xptxas -v, NVRTC 13.5, sm_90); valid for every head dim up to 128. DQ "atomic":
+    # 5 products for 7, not yet timed against "pass".
+    default_config = {"BLOCK_OUTER": 128, "BLOCK_INNER": 32, "WARPS": 8, "STAGES": 2, "DQ": "atomic"}
+    # the default before atomic dQ (docs/perf/attention-cuda.md), so that a short search times both strategies
+    tuning_seeds = ({"DQ": "pass"},)
 
     def supports(self, call: Call) -> str | None:
         return super().supports(call) or unsupported(call)
+
+    def defines(self, dtype: torch.dtype, config: Mapping[str, Any]) -> dict[str, int | float | str]:
+        # DQ picks the kernels to launch, not their code: both strategies share one module
+        return {k: v for k, v in super().defines(dtype, config).items() if k != "DQ"}
 
     def shared_memory(self, call: Call, config: Mapping[str, Any]) -> dict[str, int]:
         """Dynamic shared-memory bytes per kernel of ``config`` for ``call``, once the config fits the call."""
         hd, outer, inner = kernel_head_dim(call.inputs["q"].shape[3]), config["BLOCK_OUTER"], config["BLOCK_INNER"]
         # k and v (dK/dV) or q and dO (dQ) tiles of outer rows, STAGES × two tiles of inner rows, rows of hd + 8;
-        # the dK/dV pass adds lse and delta for STAGES × inner rows
+        # the dK/dV pass adds lse and delta for STAGES × inner rows, and with atomic dQ a step's dSᵀ (outer rows
+        # of inner + 8)
         tiles = 2 * (hd + 8) * (2 * outer + 2 * config["STAGES"] * inner)
         dkdv = tiles + 8 * config["STAGES"] * inner
+        dkdv_dq = dkdv + 2 * outer * (inner + 8)
         mt = row_tiles(self.key, config, outer, config["WARPS"])
-        state = mt * (hd + inner)  # dK/dV pass: dK, dV mt·hd/2 each, Pᵀ and dSᵀ mt·inner/2 each (dQ: less)
-        check_fit(self.key, config, call, state, STATE_REGISTERS["backward"], dkdv)
-        return {"attention_backward_delta": 0, "attention_backward_dkdv": dkdv, "attention_backward_dq": tiles}
+        # dK/dV pass: dK, dV mt·hd/2 each, Pᵀ and dSᵀ mt·inner/2 each (dQ pass: less; atomic dQ's product
+        # holds inner·hd/(32·WARPS) sums while Pᵀ and dSᵀ are dead, no more than they)
+        state = mt * (hd + inner)
+        check_fit(self.key, config, call, state, STATE_REGISTERS["backward"],
+                  dkdv_dq if config["DQ"] == "atomic" else dkdv)
+        return {"attention_backward_delta": 0, "attention_backward_dkdv": dkdv, "attention_backward_dkdv_dq": dkdv_dq,
+                "attention_backward_dq": tiles, "attention_backward_dq_convert": 0}
 
     def run(self, call: Call, config: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         trivial = trivial_backward(call)
@@ -68,6 +87,8 @@ class AttentionBackwardCuda(CudaImplementation):
         (batch, heads, n_q, d), (_, kv_heads, n_k, _) = q.shape, k.shape
         dq, dk, dv = gradients_like(call)
         delta = torch.empty((batch, heads, n_q), dtype=torch.float32, device=q.device)
+        atomic = config["DQ"] == "atomic"
+        dq_accum = torch.zeros((batch, heads, n_q, d), dtype=torch.float32, device=q.device) if atomic else None
         mask, mask_strides, _ = mask_args(call)
         defines = call_defines(call, config)
         scale = call.params["scale"]
@@ -76,12 +97,18 @@ class AttentionBackwardCuda(CudaImplementation):
         self.kernel("attention_backward_delta", q.dtype, defines)(
             o, do, delta, *strides(o), *strides(do), heads, n_q, d,
             grid=(-(-n_q // DELTA_ROWS), batch * heads), block=256)
-        self.kernel("attention_backward_dkdv", q.dtype, defines)(
-            q, k, v, mask, do, lse, delta, dk, dv, *strides(q), *strides(k), *strides(v), *strides(do),
+        dkdv = "attention_backward_dkdv_dq" if atomic else "attention_backward_dkdv"
+        self.kernel(dkdv, q.dtype, defines)(
+            q, k, v, mask, do, lse, delta, dk, dv, dq_accum, *strides(q), *strides(k), *strides(v), *strides(do),
             *strides(dk), *strides(dv), *mask_strides, heads, kv_heads, group, n_q, n_k, d, scale * LOG2E, scale,
-            grid=(-(-n_k // outer), batch * kv_heads), block=threads, shared_mem=shared["attention_backward_dkdv"])
-        self.kernel("attention_backward_dq", q.dtype, defines)(
-            q, k, v, mask, do, lse, delta, dq, *strides(q), *strides(k), *strides(v), *strides(do), *strides(dq),
-            *mask_strides, heads, group, n_q, n_k, d, scale * LOG2E, scale,
-            grid=(-(-n_q // outer), batch * heads), block=threads, shared_mem=shared["attention_backward_dq"])
+            grid=(-(-n_k // outer), batch * kv_heads), block=threads, shared_mem=shared[dkdv])
+        if atomic:
+            self.kernel("attention_backward_dq_convert", q.dtype, defines)(
+                dq_accum, dq, *strides(dq), heads, n_q, d, scale,
+                grid=(-(-n_q * d // (8 * CONVERT_CHUNKS)), batch * heads), block=CONVERT_CHUNKS)
+        else:
+            self.kernel("attention_backward_dq", q.dtype, defines)(
+                q, k, v, mask, do, lse, delta, dq, *strides(q), *strides(k), *strides(v), *strides(do),
+                *strides(dq), *mask_strides, heads, group, n_q, n_k, d, scale * LOG2E, scale,
+                grid=(-(-n_q // outer), batch * heads), block=threads, shared_mem=shared["attention_backward_dq"])
         return dq, dk, dv
