@@ -69,31 +69,20 @@ def test_a_second_run_resumes_the_study_and_measures_nothing_again(tuned):
     assert second.winner == first.winner
 
 
-def test_tpe_measures_the_default_config_first(tmp_path, monkeypatch):
+@pytest.mark.parametrize("trials, measured", [(1, ["ok"]), (2, ["ok", "slow"])])
+def test_tpe_measures_the_default_config_then_the_seeds(tmp_path, monkeypatch, trials, measured):
     """A search smaller than the space (TPE) starts from the plugin's default config, so the stored winner
-    is never a config measured slower than the one dispatch would run untuned."""
+    is never a config measured slower than the one dispatch would run untuned; the plugin's tuning seeds
+    come next, so that a short search reaches them."""
     with temporary_db(tmp_path, monkeypatch) as url, planted_toys(monkeypatch):
         store = open_store(url)
-        options = TuneOptions(trials=1, timeout_s=TIMEOUT_S, budget_ms=5, warmup=1, calibrate=False)
-        with WorkerPool(TIMEOUT_S) as pool:
-            tune_op(store, pool, "kz_toy", device="cpu", plugins=["planted"], shapes=[(257,)], dtypes=["float32"],
-                    options=options)
-        configs = store.transaction(lambda s: [t.config for t in s.scalars(
-            select(TrialModel).where(TrialModel.plugin == "planted"))])
-    assert configs == [{"mode": "ok"}]
-
-
-def test_tpe_measures_the_seeds_after_the_default(tmp_path, monkeypatch):
-    """A plugin's tuning seeds are TPE's next trials, so that a short search reaches them."""
-    with temporary_db(tmp_path, monkeypatch) as url, planted_toys(monkeypatch):
-        store = open_store(url)
-        options = TuneOptions(trials=2, timeout_s=TIMEOUT_S, budget_ms=5, warmup=1, calibrate=False)
+        options = TuneOptions(trials=trials, timeout_s=TIMEOUT_S, budget_ms=5, warmup=1, calibrate=False)
         with WorkerPool(TIMEOUT_S) as pool:
             tune_op(store, pool, "kz_toy", device="cpu", plugins=["planted"], shapes=[(257,)], dtypes=["float32"],
                     options=options)
         configs = store.transaction(lambda s: [t.config for t in s.scalars(
             select(TrialModel).where(TrialModel.plugin == "planted").order_by(TrialModel.trial_id))])
-    assert configs == [{"mode": "ok"}, {"mode": "slow"}]
+    assert configs == [{"mode": mode} for mode in measured]
 
 
 def test_first_params_keeps_the_configs_in_the_space_once_in_order():
