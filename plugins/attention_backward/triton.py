@@ -44,16 +44,12 @@ from . import gradients_like, trivial_backward
 
 
 @triton.jit
-def _row_block(heads, BLOCK: tl.constexpr):
-    """A program's batch·head, batch, head and BLOCK rows in a grid of (row blocks, batch·heads)."""
-    bh = tl.program_id(1)
-    return bh, (bh // heads).to(tl.int64), (bh % heads).to(tl.int64), tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-
-
-@triton.jit
 def _delta(OUT, DO, DELTA, stride_ob, stride_oh, stride_om, stride_db, stride_dh, stride_dm, heads, n_q, head_dim,
            BLOCK: tl.constexpr, BLOCK_D: tl.constexpr):
-    bh, b, h, offs_m = _row_block(heads, BLOCK)
+    bh = tl.program_id(1)
+    b = (bh // heads).to(tl.int64)
+    h = (bh % heads).to(tl.int64)
+    offs_m = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     offs_d = tl.arange(0, BLOCK_D)
     ok = (offs_m[:, None] < n_q) & (offs_d[None, :] < head_dim)
     o = tl.load(OUT + b * stride_ob + h * stride_oh + offs_m[:, None] * stride_om + offs_d[None, :], mask=ok, other=0.0)
@@ -283,7 +279,10 @@ def _attention_dq(Q, K, V, MASK, DO, LSE, DELTA, DQ, Q_DESC, K_DESC, V_DESC, DO_
 def _dq_convert(ACC, DQ, stride_dqb, stride_dqh, stride_dqm, heads, n_q, head_dim, scale,
                 BLOCK: tl.constexpr, BLOCK_D: tl.constexpr):
     """dQ = scale · the float32 sums of the atomic dK/dV pass, in dQ's dtype and strides."""
-    bh, b, h, offs_m = _row_block(heads, BLOCK)
+    bh = tl.program_id(1)
+    b = (bh // heads).to(tl.int64)
+    h = (bh % heads).to(tl.int64)
+    offs_m = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     offs_d = tl.arange(0, BLOCK_D)
     rows = offs_m[:, None] < n_q
     acc = tl.load(ACC + bh.to(tl.int64) * n_q * BLOCK_D + offs_m[:, None] * BLOCK_D + offs_d[None, :], mask=rows,
