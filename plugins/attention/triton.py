@@ -19,13 +19,15 @@ head dim, and drops the stores there. Same tiles on the H100 at D = 128: 500-526
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
 from triton.runtime.errors import OutOfResources
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from kernelzoo.backends.triton import TritonImplementation
+from kernelzoo.backends.triton import TritonImplementation, launcher
 from kernelzoo.errors import UnsupportedError
 from kernelzoo.registry import Call
 
@@ -214,9 +216,10 @@ def mask_args(call: Call) -> tuple[torch.Tensor | None, tuple[int, int, int, int
 
 
 def launch(kernel: triton.JITFunction, grid: tuple[int, ...], *args: object, **kwargs: object) -> None:
-    """Launch; a config the GPU cannot hold (shared memory, registers) is unsupported, not a crash."""
+    """Launch (through the kernel's Launcher: a repeated call skips Triton's argument binding); a config the
+    GPU cannot hold (shared memory, registers) is unsupported, not a crash."""
     try:
-        kernel[grid](*args, **kwargs)
+        launcher(kernel)(grid, *args, **kwargs)
     except OutOfResources as exc:
         raise UnsupportedError(f"config {kwargs} does not fit on this GPU: {exc}") from None
 
@@ -226,6 +229,7 @@ def rows_contiguous(t: torch.Tensor) -> torch.Tensor:
     return t if t.stride(-1) == 1 else t.contiguous()
 
 
+@functools.cache
 def has_tma(device: torch.device) -> bool:
     """sm_90 and newer GPUs have the tensor memory accelerator (TMA) that descriptors drive."""
     return device.type == "cuda" and torch.cuda.get_device_capability(device)[0] >= 9

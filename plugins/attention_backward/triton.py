@@ -348,8 +348,6 @@ class AttentionBackwardTriton(TritonImplementation):
             return tuple(descriptor(t, rows, block_d) if tma else t for t, rows in tiles)
 
         qk_scale, scale = call.params["scale"] * LOG2E, call.params["scale"]
-        launch(_delta, (triton.cdiv(n_q, 64), batch * heads), o, do, delta, *o.stride()[:3], *do.stride()[:3],
-               heads, n_q, d, BLOCK=64, BLOCK_D=block_d)
         atomic = config["DQ"] == "atomic"
         # the float32 sums of dQ, rows padded to block_d; the interpreter has no bulk reduction, so there
         # the adds go through pointers
@@ -357,8 +355,14 @@ class AttentionBackwardTriton(TritonImplementation):
         dq_tma = atomic and tma and not interpreting()
         dq_acc_desc = (TensorDescriptor(dq_acc, list(dq_acc.shape), list(dq_acc.stride()), [1, inner, block_d])
                        if dq_tma else dq_acc)
+        # every argument is ready before the first launch, so that the kernels follow each other on the GPU
+        # without waiting for the host in between
+        dkdv_tiles = descs((q, inner), (k, outer), (v, outer), (do, inner), (dk, outer), (dv, outer))
+        dq_tiles = () if atomic else descs((q, outer), (k, inner), (v, inner), (do, outer), (dq, outer))
+        launch(_delta, (triton.cdiv(n_q, 64), batch * heads), o, do, delta, *o.stride()[:3], *do.stride()[:3],
+               heads, n_q, d, BLOCK=64, BLOCK_D=block_d)
         launch(_attention_dkdv, (triton.cdiv(n_k, outer), batch * kv_heads), q, k, v, mask_arg, do, lse, delta, dk, dv,
-               dq_acc, *descs((q, inner), (k, outer), (v, outer), (do, inner), (dk, outer), (dv, outer)), dq_acc_desc,
+               dq_acc, *dkdv_tiles, dq_acc_desc,
                *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3], *dk.stride()[:3],
                *dv.stride()[:3], *mask_strides, heads, kv_heads, heads // kv_heads, n_q, n_k, d, qk_scale, scale,
                BLOCK_M=inner, BLOCK_N=outer, DQ_ATOMIC=atomic, DQ_TMA=dq_tma, **flags)
@@ -367,8 +371,7 @@ class AttentionBackwardTriton(TritonImplementation):
                    scale, BLOCK=64, BLOCK_D=block_d)
             return dq, dk, dv
         launch(_attention_dq, (triton.cdiv(n_q, outer), batch * heads), q, k, v, mask_arg, do, lse, delta, dq,
-               *descs((q, outer), (k, inner), (v, inner), (do, outer), (dq, outer)),
-               *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3], *dq.stride()[:3],
+               *dq_tiles, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3], *dq.stride()[:3],
                *mask_strides, heads, heads // kv_heads, n_q, n_k, d, qk_scale, scale,
                BLOCK_M=outer, BLOCK_N=inner, **flags)
         return dq, dk, dv
