@@ -78,3 +78,12 @@ def test_one_cache_entry_per_specialization() -> None:
     keys_before = set(launch._compiled)
     run(launch, *inputs(1000, 0, torch.float32, seed=7), 3.0)  # another alpha: a float is not specialized
     assert set(launch._compiled) == keys_before
+
+
+def test_launches_through_triton_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KERNELZOO_TRITON_LAUNCH", "triton")
+    launch = Launcher(_axpy)
+    for n, offset, dtype in CASES * 2:
+        x, y = inputs(n, offset, dtype, seed=n + offset)
+        torch.testing.assert_close(run(launch, x, y, 0.25), expected(x, y, 0.25), rtol=1e-3, atol=1e-3)
+    assert not launch._compiled  # nothing cached: every call went through Triton's own path

@@ -96,10 +96,12 @@ class Launcher:
     ``kernel[grid](*args, **kwargs)`` binds every argument to the signature and specializes it (dtype,
     alignment, integer divisibility) on every call, then looks the compiled kernel up by the result.
     A Launcher keys its own cache by the same facts (:func:`_arg_key`) and the compile-time keyword
-    arguments, and hands later calls with that key straight to the compiled kernel's launcher. The
-    first call of a key, calls under the interpreter and calls while a launch hook is installed go
-    through Triton. Positional arguments must be the kernel's runtime parameters, in order; keyword
-    arguments its constexpr parameters and launch options (num_warps, num_stages).
+    arguments, and hands later calls with that key straight to the compiled kernel's launcher:
+    ``launcher(kernel)[grid](*args, **kwargs)``. The first call of a key, calls under the interpreter
+    and calls while a launch hook is installed go through Triton; so does every call of a kernel given a
+    runtime parameter by keyword (positional arguments must be the runtime parameters, in order; keyword
+    arguments the constexprs and launch options such as num_warps), and every call while
+    ``KERNELZOO_TRITON_LAUNCH=triton`` was set when the Launcher was made (to compare or rule it out).
     """
 
     MAX_KEYS = 4096  # distinct argument keys kept (shapes come and go); the cache starts over past it
@@ -107,16 +109,24 @@ class Launcher:
     def __init__(self, kernel: Any) -> None:
         self.kernel = kernel
         self._compiled: dict[tuple, tuple] = {}
+        self._through_triton = os.environ.get("KERNELZOO_TRITON_LAUNCH", "") == "triton"
+
+    def __getitem__(self, grid: tuple[int, ...]) -> functools.partial:
+        return functools.partial(self.__call__, grid)
 
     def __call__(self, grid: tuple[int, ...], *args: Any, **kwargs: Any) -> None:
-        if interpreting():
+        if self._through_triton or interpreting() or callable(grid):
             self.kernel[grid](*args, **kwargs)
             return
         key = (torch.cuda.current_device(), *map(_arg_key, args), *kwargs.items())
-        entry = self._compiled.get(key)
+        try:
+            entry = self._compiled.get(key)
+        except TypeError:  # an unhashable keyword value
+            self._through_triton = True
+            entry = None
         if entry is None or _hooked():
             compiled = self.kernel[grid](*args, **kwargs)
-            if entry is None:
+            if entry is None and not self._through_triton:
                 self._remember(key, compiled, args, kwargs)
             return
         run, function, metadata, tail, stream = entry
@@ -128,7 +138,8 @@ class Launcher:
         values of the parameters after the positional ones (constexprs and defaults, fixed by key)."""
         params = self.kernel.params
         if any(not p.is_constexpr for p in params[len(args):]):
-            return  # a runtime parameter passed by keyword: this kernel's launches all go through Triton
+            self._through_triton = True  # a runtime parameter passed by keyword
+            return
         signature = inspect.signature(self.kernel.fn)
         bound = signature.bind(*args, **{k: v for k, v in kwargs.items() if k in signature.parameters})
         bound.apply_defaults()

@@ -19,7 +19,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelzoo.backends.triton import TritonImplementation
+from kernelzoo.backends.triton import TritonImplementation, launcher
 from kernelzoo.elementwise import MAX_DIMS, Layout, binary_plan
 from kernelzoo.registry import Call
 
@@ -173,8 +173,8 @@ class BinaryTriton(TritonImplementation):
             return out
         grid = (triton.cdiv(n, block),)
         if plan.contiguous:
-            binary_dense_kernel[grid](a, b, out, n, OP=op, BLOCK=block, num_warps=config["num_warps"])
+            launcher(binary_dense_kernel)[grid](a, b, out, n, OP=op, BLOCK=block, num_warps=config["num_warps"])
             return out
-        binary_strided_kernel[grid](a, b, out, n, *layout_args(plan), OP=op, NDIM=len(plan.sizes),
-                                    WIDE=wide(n, block), BLOCK=block, num_warps=config["num_warps"])
+        launcher(binary_strided_kernel)[grid](a, b, out, n, *layout_args(plan), OP=op, NDIM=len(plan.sizes),
+                                              WIDE=wide(n, block), BLOCK=block, num_warps=config["num_warps"])
         return out

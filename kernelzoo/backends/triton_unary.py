@@ -24,7 +24,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelzoo.backends.triton import TritonImplementation
+from kernelzoo.backends.triton import TritonImplementation, launcher
 from kernelzoo.registry import Call
 
 # log2(e) as a float32 (exact in it) and the rest of it; ln 2 for the first-order correction
@@ -131,6 +131,6 @@ class UnaryTriton(TritonImplementation):
         n = x.numel()
         if n:
             grid = (triton.cdiv(n, config["BLOCK"]),)
-            unary_kernel[grid](x, y, n, self.scalar(call), OP=self.op, BLOCK=config["BLOCK"],
-                               num_warps=config["num_warps"])
+            launcher(unary_kernel)[grid](x, y, n, self.scalar(call), OP=self.op, BLOCK=config["BLOCK"],
+                                         num_warps=config["num_warps"])
         return y

@@ -10,7 +10,7 @@ import triton.language as tl
 from kernelzoo_plugins.adam_update_ import scalars
 from kernelzoo_plugins.adam_update_.triton import adam_block
 
-from kernelzoo.backends.triton import TritonImplementation
+from kernelzoo.backends.triton import TritonImplementation, launcher
 from kernelzoo.registry import Call
 
 from . import OneLaunch, programs
@@ -47,7 +47,7 @@ class AdamUpdateForeachTriton(OneLaunch, TritonImplementation):
         block = config["BLOCK"]
         blocks = sum(triton.cdiv(row[5], block) for row in rows)
         decay = c["weight_decay"] != 0
-        _adam_foreach_kernel[(programs(call.device, blocks, config["WAVES"]),)](
+        launcher(_adam_foreach_kernel)[(programs(call.device, blocks, config["WAVES"]),)](
             table, len(rows), s["step_size"], s["bc2_sqrt"], 1 - c["beta1"], c["beta2"], c["eps"], c["weight_decay"],
             s["decay"], DTYPE=ELEMENT[call.dtype], L2=decay and not c["decoupled"], SHRINK=decay and c["decoupled"],
             AMSGRAD=c["amsgrad"], BLOCK=block, num_warps=config["num_warps"])

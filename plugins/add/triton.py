@@ -11,7 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelzoo.backends.triton import TritonImplementation
+from kernelzoo.backends.triton import TritonImplementation, launcher
 from kernelzoo.registry import Call
 
 from . import MAX_DIMS, dense_inputs, layout
@@ -81,12 +81,12 @@ class AddTriton(TritonImplementation):
             return out
         grid = (triton.cdiv(n, block),)
         if plan.contiguous:
-            _add_contiguous_kernel[grid](a, b, out, n, alpha, BLOCK=block, num_warps=config["num_warps"])
+            launcher(_add_contiguous_kernel)[grid](a, b, out, n, alpha, BLOCK=block, num_warps=config["num_warps"])
             return out
         pad = MAX_DIMS - len(plan.sizes)  # innermost first, padded with unit dimensions
         sizes = [*reversed(plan.sizes), *[1] * pad]
         a_strides = [*reversed(plan.a_strides), *[0] * pad]
         b_strides = [*reversed(plan.b_strides), *[0] * pad]
-        _add_strided_kernel[grid](a, b, out, n, alpha, *sizes, *a_strides, *b_strides, NDIM=len(plan.sizes),
-                                  WIDE=n + block >= 2**31, BLOCK=block, num_warps=config["num_warps"])
+        launcher(_add_strided_kernel)[grid](a, b, out, n, alpha, *sizes, *a_strides, *b_strides, NDIM=len(plan.sizes),
+                                            WIDE=n + block >= 2**31, BLOCK=block, num_warps=config["num_warps"])
         return out

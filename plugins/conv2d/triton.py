@@ -20,7 +20,7 @@ import triton
 import triton.language as tl
 from kernelzoo_plugins.linear.triton import check_fits
 
-from kernelzoo.backends.triton import TritonImplementation
+from kernelzoo.backends.triton import TritonImplementation, launcher
 from kernelzoo.registry import Call
 
 from . import batched, conv_shape, output_shape
@@ -118,7 +118,7 @@ def transposed(t: torch.Tensor) -> torch.Tensor:
     tiles_p = triton.cdiv(p, TRANSPOSE_TILE)
     if out.numel() == 0 or batch > MAX_GRID_YZ or tiles_p > MAX_GRID_YZ or p * q >= 2**31:
         return out.copy_(t.transpose(1, 2))
-    transpose_kernel[(triton.cdiv(q, TRANSPOSE_TILE), tiles_p, batch)](
+    launcher(transpose_kernel)[(triton.cdiv(q, TRANSPOSE_TILE), tiles_p, batch)](
         t, out, p, q, *t.stride(), BLOCK_P=TRANSPOSE_TILE, BLOCK_Q=TRANSPOSE_TILE, num_warps=4)
     return out
 
@@ -162,7 +162,7 @@ def conv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, out: torch
         x = channels_last(x)
     npix = n * oh * ow
     grid = (triton.cdiv(npix, config["BLOCK_M"]) * triton.cdiv(k, config["BLOCK_N"]),)
-    conv_kernel[grid](
+    launcher(conv_kernel)[grid](
         x, w, bias.contiguous() if bias is not None else out, out, npix, c, h, wd, k, oh, ow, r, s, *stride,
         *padding, *dilation, *x.stride(), *w.stride(), *out.stride(), TRANSPOSED=transposed_conv,
         FOLD_S=fold_taps(c, config), HAS_BIAS=bias is not None, BLOCK_M=config["BLOCK_M"],

@@ -19,6 +19,7 @@ from kernelzoo_plugins.conv2d.triton import ConvTritonImplementation, channels_l
 from kernelzoo_plugins.linear.triton import check_fits
 from kernelzoo_plugins.linear_backward.triton import channel_sums
 
+from kernelzoo.backends.triton import launcher
 from kernelzoo.registry import Call
 
 from . import gradient_shapes
@@ -95,7 +96,7 @@ class Conv2dBackwardTriton(ConvTritonImplementation):
         splits = max(1, min(triton.cdiv(TARGET_PROGRAMS, tiles), triton.cdiv(npix, 4 * bk)))
         per_split = triton.cdiv(max(npix, 1), splits)
         ws = torch.empty((splits, k * cols), dtype=torch.float32, device=x.device)
-        wgrad_kernel[(tiles, splits)](
+        launcher(wgrad_kernel)[(tiles, splits)](
             g, x, ws, npix, c, h, wd, k, oh, ow, s, cols, sh, sw, ph, pw, dh, dw, *g.stride(), *x.stride(),
             per_split, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, PRECISION="ieee" if x.dtype == torch.float32 else "tf32",
             num_warps=config["num_warps"], num_stages=config["num_stages"])

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 import triton
 
-from kernelzoo.backends.triton import TritonImplementation
+from kernelzoo.backends.triton import TritonImplementation, launcher
 from kernelzoo.backends.triton_elementwise import copy_dense_kernel, copy_strided_kernel, layout_args, wide
 from kernelzoo.registry import Call
 
@@ -28,8 +28,9 @@ class CopyTriton(TritonImplementation):
                 continue
             grid = (triton.cdiv(n, block),)
             if plan.contiguous:
-                copy_dense_kernel[grid](dst, src, n, BLOCK=block, num_warps=warps)
+                launcher(copy_dense_kernel)[grid](dst, src, n, BLOCK=block, num_warps=warps)
             else:
-                copy_strided_kernel[grid](dst, src, n, *layout_args(plan), NDIM=len(plan.sizes), WIDE=wide(n, block),
-                                          BLOCK=block, num_warps=warps)
+                launcher(copy_strided_kernel)[grid](
+                    dst, src, n, *layout_args(plan), NDIM=len(plan.sizes), WIDE=wide(n, block), BLOCK=block,
+                    num_warps=warps)
         return call.inputs["dst"]

@@ -12,7 +12,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelzoo.backends.triton import TritonImplementation
+from kernelzoo.backends.triton import TritonImplementation, launcher
 from kernelzoo.registry import Call
 
 from . import as_rows
@@ -98,13 +98,13 @@ class CrossEntropyTriton(TritonImplementation):
         lse = call.empty((rows,), torch.float32)
         if rows:
             tile_rows, cols = tile(rows, classes, config["BLOCK"], x2d.device)
-            _ce_rows_kernel[(triton.cdiv(rows, tile_rows),)](
+            launcher(_ce_rows_kernel)[(triton.cdiv(rows, tile_rows),)](
                 x2d, t, loss, lse, rows, classes, x2d.stride(0), p["ignore_index"], p["label_smoothing"],
                 ROWS=tile_rows, COLS=cols, SMOOTH=p["label_smoothing"] != 0, num_warps=config["num_warps"],
                 num_stages=config["num_stages"])
         if none:
             return loss.view(target.shape), lse.view(target.shape)
         total = call.empty(())
-        _ce_reduce_kernel[(1,)](loss, t, total, rows, p["ignore_index"], MEAN=p["reduction"] == "mean", BLOCK=1024,
-                                num_warps=4)
+        launcher(_ce_reduce_kernel)[(1,)](
+            loss, t, total, rows, p["ignore_index"], MEAN=p["reduction"] == "mean", BLOCK=1024, num_warps=4)
         return total, lse.view(target.shape)

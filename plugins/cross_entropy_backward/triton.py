@@ -10,7 +10,7 @@ import triton.language as tl
 from kernelzoo_plugins.cross_entropy import REDUCTIONS, from_rows
 from kernelzoo_plugins.cross_entropy.triton import tile
 
-from kernelzoo.backends.triton import TritonImplementation
+from kernelzoo.backends.triton import TritonImplementation, launcher
 from kernelzoo.registry import Call
 
 from . import rows_of
@@ -65,9 +65,9 @@ class CrossEntropyBackwardTriton(TritonImplementation):
             reduction = REDUCTIONS.index(p["reduction"])
             count = torch.empty((), dtype=torch.float32, device=x2d.device)
             if reduction == 1:
-                _count_kernel[(1,)](target, count, rows, p["ignore_index"], BLOCK=1024, num_warps=4)
+                launcher(_count_kernel)[(1,)](target, count, rows, p["ignore_index"], BLOCK=1024, num_warps=4)
             tile_rows, cols = tile(rows, classes, config["BLOCK"], x2d.device)
-            _ce_grad_kernel[(triton.cdiv(rows, tile_rows),)](
+            launcher(_ce_grad_kernel)[(triton.cdiv(rows, tile_rows),)](
                 x2d, target, lse, grad, count, out, rows, classes, x2d.stride(0), p["ignore_index"],
                 p["label_smoothing"], REDUCTION=reduction, ROWS=tile_rows, COLS=cols, num_warps=config["num_warps"],
                 num_stages=config["num_stages"])

@@ -6,7 +6,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelzoo.backends.triton import TritonImplementation
+from kernelzoo.backends.triton import TritonImplementation, launcher
 from kernelzoo.registry import Call
 
 from . import scale, seed_halves, threshold
@@ -54,6 +54,6 @@ class DropoutTriton(TritonImplementation):
         if n:
             seed_lo, seed_hi = seed_halves(call.params["seed"])
             grid = (triton.cdiv(n, config["BLOCK"]),)
-            _dropout_kernel[grid](x, y, n, _int32_bits(seed_lo), _int32_bits(seed_hi), threshold(p), scale(p),
-                                  BLOCK=config["BLOCK"], num_warps=config["num_warps"])
+            launcher(_dropout_kernel)[grid](x, y, n, _int32_bits(seed_lo), _int32_bits(seed_hi), threshold(p), scale(p),
+                                            BLOCK=config["BLOCK"], num_warps=config["num_warps"])
         return y

@@ -6,7 +6,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelzoo.backends.triton import TritonImplementation
+from kernelzoo.backends.triton import TritonImplementation, launcher
 from kernelzoo.registry import Call
 
 
@@ -35,6 +35,6 @@ class EmbeddingTriton(TritonImplementation):
             block_d = min(config["BLOCK_D"], triton.next_power_of_2(dim))
             block_n = max(1, config["BLOCK"] // block_d)
             grid = (triton.cdiv(n, block_n), triton.cdiv(dim, block_d))
-            _gather_kernel[grid](w, idx, out, n, dim, w.stride(0), BLOCK_N=block_n, BLOCK_D=block_d,
-                                 num_warps=config["num_warps"])
+            launcher(_gather_kernel)[grid](w, idx, out, n, dim, w.stride(0), BLOCK_N=block_n, BLOCK_D=block_d,
+                                           num_warps=config["num_warps"])
         return out.view(*indices.shape, dim)

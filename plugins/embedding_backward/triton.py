@@ -8,7 +8,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelzoo.backends.triton import TritonImplementation
+from kernelzoo.backends.triton import TritonImplementation, launcher
 from kernelzoo.registry import Call
 
 from . import sorted_rows
@@ -44,6 +44,6 @@ class EmbeddingBackwardTriton(TritonImplementation):
             order, starts = sorted_rows(call.inputs["indices"], num_weights)
             block_d = min(config["BLOCK_D"], triton.next_power_of_2(dim))
             padding = -1 if p["padding_idx"] is None else p["padding_idx"]
-            _owner_kernel[(num_weights, triton.cdiv(dim, block_d))](g, order, starts, out, dim, g.stride(0), padding,
-                                                                   BLOCK_D=block_d, num_warps=config["num_warps"])
+            launcher(_owner_kernel)[(num_weights, triton.cdiv(dim, block_d))](
+                g, order, starts, out, dim, g.stride(0), padding, BLOCK_D=block_d, num_warps=config["num_warps"])
         return out

@@ -18,7 +18,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelzoo.backends.triton import TritonImplementation
+from kernelzoo.backends.triton import TritonImplementation, launcher
 from kernelzoo.registry import Call
 
 _SQRT_HALF = tl.constexpr(math.sqrt(0.5))
@@ -50,6 +50,6 @@ class GeluTriton(TritonImplementation):
         n = x.numel()
         if n:
             grid = (triton.cdiv(n, config["BLOCK"]),)
-            _gelu_kernel[grid](x, y, n, TANH=call.params["approximate"] == "tanh", BLOCK=config["BLOCK"],
-                               num_warps=config["num_warps"])
+            launcher(_gelu_kernel)[grid](x, y, n, TANH=call.params["approximate"] == "tanh", BLOCK=config["BLOCK"],
+                                         num_warps=config["num_warps"])
         return y

@@ -16,7 +16,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelzoo.backends.triton import TritonImplementation
+from kernelzoo.backends.triton import TritonImplementation, launcher
 from kernelzoo.registry import Call
 
 from . import as_rows, stats_shape
@@ -111,9 +111,10 @@ class LayerNormTriton(TritonImplementation):
                 # as many whole rows as BLOCK holds, but no fewer programs than the GPU runs at once
                 in_flight = programs_in_flight(x.device)
                 per_program = min(block // cols, triton.next_power_of_2(triton.cdiv(rows, in_flight)))
-                _ln_rows_kernel[(triton.cdiv(rows, per_program),)](*args, rows, n, x2d.stride(0), call.params["eps"],
-                                                                   ROWS=per_program, COLS=cols, **options)
+                launcher(_ln_rows_kernel)[(triton.cdiv(rows, per_program),)](
+                    *args, rows, n, x2d.stride(0), call.params["eps"], ROWS=per_program, COLS=cols, **options)
             else:
-                _ln_looped_kernel[(rows,)](*args, n, x2d.stride(0), call.params["eps"], BLOCK=block, **options)
+                launcher(_ln_looped_kernel)[(rows,)](
+                    *args, n, x2d.stride(0), call.params["eps"], BLOCK=block, **options)
         stats = stats_shape(x, shape)
         return y.view(x.shape), mean.view(stats), rstd.view(stats)

@@ -14,7 +14,7 @@ import triton
 import triton.language as tl
 from kernelzoo_plugins.layer_norm.triton import programs_in_flight
 
-from kernelzoo.backends.triton import TritonImplementation
+from kernelzoo.backends.triton import TritonImplementation, launcher
 from kernelzoo.registry import Call
 
 from . import rows_of
@@ -124,7 +124,8 @@ class LayerNormBackwardTriton(TritonImplementation):
             w = call.inputs["weight"].contiguous() if "weight" in call.inputs else None
             slots, part = self._rows(dy, x, mean, rstd, w, dx, config)
             cols = min(256, triton.next_power_of_2(n))
-            _lnb_reduce_kernel[(triton.cdiv(n, cols), 2)](part, sums, slots, n, STEPS=16, COLS=cols, num_warps=4)
+            launcher(_lnb_reduce_kernel)[(triton.cdiv(n, cols), 2)](
+                part, sums, slots, n, STEPS=16, COLS=cols, num_warps=4)
         return dx.view(call.inputs["x"].shape), sums[0].view(shape), sums[1].view(shape)
 
     def _rows(self, dy: torch.Tensor, x: torch.Tensor, mean: torch.Tensor, rstd: torch.Tensor,
@@ -142,17 +143,17 @@ class LayerNormBackwardTriton(TritonImplementation):
             per_program = triton.cdiv(share, tile_rows) * tile_rows
             slots = max(1, triton.cdiv(rows, per_program))
             part = torch.empty((2, slots, n), dtype=torch.float32, device=x.device)
-            _lnb_rows_kernel[(slots,)](dy, x, mean, rstd, w_arg, dx, part, rows, n, dy.stride(0), x.stride(0),
-                                       per_program, slots, ROWS=tile_rows, COLS=cols, **options)
+            launcher(_lnb_rows_kernel)[(slots,)](dy, x, mean, rstd, w_arg, dx, part, rows, n, dy.stride(0), x.stride(0),
+                                                 per_program, slots, ROWS=tile_rows, COLS=cols, **options)
             return slots, part
         stats = torch.empty((rows, 2), dtype=torch.float32, device=x.device)  # (c1, c2) per row
         if rows:
-            _lnb_row_stats_kernel[(rows,)](dy, x, mean, rstd, w_arg, stats, n, dy.stride(0), x.stride(0),
-                                           BLOCK=block, **options)
+            launcher(_lnb_row_stats_kernel)[(rows,)](dy, x, mean, rstd, w_arg, stats, n, dy.stride(0), x.stride(0),
+                                                     BLOCK=block, **options)
         per_program = max(1, triton.cdiv(rows, in_flight))
         slots = triton.cdiv(rows, per_program)
         part = torch.empty((2, slots, n), dtype=torch.float32, device=x.device)
         if slots:
-            _lnb_looped_kernel[(slots,)](dy, x, mean, rstd, w_arg, stats, dx, part, rows, n, dy.stride(0),
-                                         x.stride(0), per_program, slots, BLOCK=block, **options)
+            launcher(_lnb_looped_kernel)[(slots,)](dy, x, mean, rstd, w_arg, stats, dx, part, rows, n, dy.stride(0),
+                                                   x.stride(0), per_program, slots, BLOCK=block, **options)
         return slots, part

@@ -12,7 +12,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelzoo.backends.triton import TritonImplementation
+from kernelzoo.backends.triton import TritonImplementation, launcher
 from kernelzoo.errors import UnsupportedError
 from kernelzoo.registry import Call
 
@@ -67,7 +67,7 @@ def gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, bias: torch.Tensor |
         check_fits(a.element_size(), config)
     bias = bias.contiguous() if bias is not None else None
     grid = (triton.cdiv(m, config["BLOCK_M"]) * triton.cdiv(n, config["BLOCK_N"]),)
-    gemm_kernel[grid](
+    launcher(gemm_kernel)[grid](
         a, b, c, bias if bias is not None else c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
         c.stride(0), c.stride(1), HAS_BIAS=bias is not None, BLOCK_M=config["BLOCK_M"],
         BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"], GROUP_M=config["GROUP_M"],

@@ -10,6 +10,7 @@ import triton.language as tl
 from kernelzoo_plugins.linear import rows
 from kernelzoo_plugins.linear.triton import GemmTritonImplementation, gemm
 
+from kernelzoo.backends.triton import launcher
 from kernelzoo.registry import Call
 
 from . import gradient_shapes
@@ -49,10 +50,10 @@ def channel_sums(x: torch.Tensor, out: torch.Tensor) -> None:
     per_split = triton.cdiv(max(inner, 1), splits)
     partial = torch.empty((splits, ch), dtype=torch.float32, device=x.device)
     grid = (triton.cdiv(ch, SUM_BLOCK_C), splits)
-    channel_sums_kernel[grid](x, partial, outer, ch, inner, *x.stride(), per_split,
-                              BLOCK_C=SUM_BLOCK_C, BLOCK_I=SUM_BLOCK_I)
-    channel_sums_kernel[(grid[0], 1)](partial, out, 1, ch, splits, 0, 1, ch, splits,
-                                      BLOCK_C=SUM_BLOCK_C, BLOCK_I=SUM_BLOCK_I)
+    launcher(channel_sums_kernel)[grid](x, partial, outer, ch, inner, *x.stride(), per_split,
+                                        BLOCK_C=SUM_BLOCK_C, BLOCK_I=SUM_BLOCK_I)
+    launcher(channel_sums_kernel)[(grid[0], 1)](partial, out, 1, ch, splits, 0, 1, ch, splits,
+                                                BLOCK_C=SUM_BLOCK_C, BLOCK_I=SUM_BLOCK_I)
 
 
 class LinearBackwardTriton(GemmTritonImplementation):

@@ -14,7 +14,7 @@ import triton
 import triton.language as tl
 from triton.runtime.errors import OutOfResources
 
-from kernelzoo.backends.triton import TritonImplementation
+from kernelzoo.backends.triton import TritonImplementation, launcher
 from kernelzoo.errors import UnsupportedError
 from kernelzoo.registry import Call
 
@@ -86,7 +86,7 @@ class MatmulTriton(TritonImplementation):
         (_, m, k), n = a3.shape, b3.shape[-1]
         grid = (triton.cdiv(m, config["BLOCK_M"]) * triton.cdiv(n, config["BLOCK_N"]), batch)
         try:
-            _matmul_kernel[grid](
+            launcher(_matmul_kernel)[grid](
                 a3, b3, c3, m, n, k,
                 a3.stride(0) if a3.shape[0] > 1 else 0, a3.stride(1), a3.stride(2),
                 b3.stride(0) if b3.shape[0] > 1 else 0, b3.stride(1), b3.stride(2),

@@ -20,7 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelzoo.backends.triton import TritonImplementation
+from kernelzoo.backends.triton import TritonImplementation, launcher
 from kernelzoo.registry import Call
 
 from . import as_3d, index_output
@@ -159,12 +159,12 @@ class MaxTriton(TritonImplementation):
             part_v = torch.empty(partial_shape, dtype=torch.float32, device=x3.device)
             part_i = torch.empty(partial_shape, dtype=torch.int64, device=x3.device)
         if inner == 1:
-            _max_rows_kernel[grid](x3, part_v, part_i, outer, reduced, chunk_len, chunks, ROWS=rows, COLS=cols,
-                                   **options)
+            launcher(_max_rows_kernel)[grid](
+                x3, part_v, part_i, outer, reduced, chunk_len, chunks, ROWS=rows, COLS=cols, **options)
         else:
-            _max_cols_kernel[grid](x3, part_v, part_i, reduced, inner, tiles, chunk_len, chunks, STEPS=steps,
-                                   COLS=cols, **options)
+            launcher(_max_cols_kernel)[grid](x3, part_v, part_i, reduced, inner, tiles, chunk_len, chunks, STEPS=steps,
+                                             COLS=cols, **options)
         if chunks > 1:
             final = 1024
-            _max_partials_kernel[(triton.cdiv(outer * inner, final),)](part_v, part_i, values, indices, outer * inner,
-                                                                       inner, chunks, BLOCK=final, num_warps=4)
+            launcher(_max_partials_kernel)[(triton.cdiv(outer * inner, final),)](
+                part_v, part_i, values, indices, outer * inner, inner, chunks, BLOCK=final, num_warps=4)

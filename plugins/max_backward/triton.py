@@ -13,7 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelzoo.backends.triton import TritonImplementation
+from kernelzoo.backends.triton import TritonImplementation, launcher
 from kernelzoo.registry import Call
 
 
@@ -62,13 +62,13 @@ class MaxBackwardTriton(TritonImplementation):
             rows = block // cols
             col_tiles = triton.cdiv(p.reduced, cols)
             grid = (triton.cdiv(p.outer, rows) * col_tiles,)
-            _max_backward_rows_kernel[grid](g, indices, grad_x, p.outer, p.reduced, col_tiles, ROWS=rows, COLS=cols,
-                                            num_warps=warps)
+            launcher(_max_backward_rows_kernel)[grid](
+                g, indices, grad_x, p.outer, p.reduced, col_tiles, ROWS=rows, COLS=cols, num_warps=warps)
         else:
             cols = min(config["COLS_MAX"], triton.next_power_of_2(p.inner))
             steps = min(block // cols, triton.next_power_of_2(p.reduced))
             step_tiles, col_tiles = triton.cdiv(p.reduced, steps), triton.cdiv(p.inner, cols)
             grid = (p.outer * step_tiles * col_tiles,)
-            _max_backward_cols_kernel[grid](g, indices, grad_x, p.reduced, p.inner, step_tiles, col_tiles,
-                                            STEPS=steps, COLS=cols, num_warps=warps)
+            launcher(_max_backward_cols_kernel)[grid](g, indices, grad_x, p.reduced, p.inner, step_tiles, col_tiles,
+                                                      STEPS=steps, COLS=cols, num_warps=warps)
         return grad_x

@@ -6,7 +6,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelzoo.backends.triton import TritonImplementation
+from kernelzoo.backends.triton import TritonImplementation, launcher
 from kernelzoo.registry import Call
 
 
@@ -29,5 +29,5 @@ class ReluTriton(TritonImplementation):
         n = x.numel()
         if n:
             grid = (triton.cdiv(n, config["BLOCK"]),)
-            _relu_kernel[grid](x, y, n, BLOCK=config["BLOCK"], num_warps=config["num_warps"])
+            launcher(_relu_kernel)[grid](x, y, n, BLOCK=config["BLOCK"], num_warps=config["num_warps"])
         return y

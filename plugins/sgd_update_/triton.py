@@ -6,7 +6,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelzoo.backends.triton import TritonImplementation
+from kernelzoo.backends.triton import TritonImplementation, launcher
 from kernelzoo.registry import Call
 
 from . import dense_run
@@ -39,7 +39,7 @@ class SgdUpdateTriton(TritonImplementation):
         def update(t: dict[str, torch.Tensor]) -> None:
             n = t["param"].numel()
             buf = t["momentum_buffer"] if c["momentum"] else t["param"]  # not read without momentum
-            _sgd_kernel[(triton.cdiv(n, config["BLOCK"]),)](
+            launcher(_sgd_kernel)[(triton.cdiv(n, config["BLOCK"]),)](
                 t["param"], t["grad"], buf, n, c["lr"], c["momentum"], c["dampening"], c["weight_decay"],
                 MOMENTUM=c["momentum"] != 0, NESTEROV=c["nesterov"], WEIGHT_DECAY=c["weight_decay"] != 0,
                 BLOCK=config["BLOCK"], num_warps=config["num_warps"])

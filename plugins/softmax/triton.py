@@ -18,7 +18,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelzoo.backends.triton import TritonImplementation
+from kernelzoo.backends.triton import TritonImplementation, launcher
 from kernelzoo.registry import Call
 
 from . import as_rows, from_rows
@@ -144,20 +144,20 @@ class SoftmaxTriton(TritonImplementation):
             # where the rows allow (8192 x 128: 16 rows each, 512 programs, not 64 rows, 128)
             rows_per_program = min(block // cols_pow2, triton.next_power_of_2(triton.cdiv(rows, in_flight)))
             grid = (triton.cdiv(rows, rows_per_program),)
-            _softmax_rows_kernel[grid](x2d, y2d, rows, cols, stride, ROWS=rows_per_program,
-                                       COLS=cols_pow2, **options)
+            launcher(_softmax_rows_kernel)[grid](x2d, y2d, rows, cols, stride, ROWS=rows_per_program,
+                                                 COLS=cols_pow2, **options)
             return
         # split rows into chunks of whole blocks until the GPU has enough programs
         blocks = triton.cdiv(cols, block)
         chunks = min(blocks, triton.cdiv(in_flight, rows))
         if chunks == 1:
-            _softmax_looped_kernel[(rows,)](x2d, y2d, cols, stride, BLOCK=block, **options)
+            launcher(_softmax_looped_kernel)[(rows,)](x2d, y2d, cols, stride, BLOCK=block, **options)
             return
         chunk_len = triton.cdiv(blocks, chunks) * block
         chunks = triton.cdiv(cols, chunk_len)
         stats = torch.empty((rows, chunks, 2), dtype=torch.float32, device=x2d.device)  # (max, sum)
         grid = (rows, chunks)
-        _softmax_chunk_stats_kernel[grid](x2d, stats, cols, stride, chunk_len, chunks, BLOCK=block,
-                                          **options)
-        _softmax_chunk_write_kernel[grid](x2d, y2d, stats, cols, stride, chunk_len, chunks,
-                                          CHUNKS=triton.next_power_of_2(chunks), BLOCK=block, **options)
+        launcher(_softmax_chunk_stats_kernel)[grid](x2d, stats, cols, stride, chunk_len, chunks, BLOCK=block,
+                                                    **options)
+        launcher(_softmax_chunk_write_kernel)[grid](x2d, y2d, stats, cols, stride, chunk_len, chunks,
+                                                    CHUNKS=triton.next_power_of_2(chunks), BLOCK=block, **options)

@@ -17,7 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelzoo.backends.triton import TritonImplementation
+from kernelzoo.backends.triton import TritonImplementation, launcher
 from kernelzoo.registry import Call
 
 from . import rows_of, to_shape
@@ -119,19 +119,19 @@ class SoftmaxBackwardTriton(TritonImplementation):
             # as many whole rows as BLOCK holds, but no fewer programs than the GPU runs at once where the
             # rows allow
             rows_per_program = min(block // cols_pow2, triton.next_power_of_2(triton.cdiv(rows, in_flight)))
-            _rows_kernel[(triton.cdiv(rows, rows_per_program),)](g2d, y2d, dx2d, rows, cols, *strides,
-                                                                 ROWS=rows_per_program, COLS=cols_pow2, **options)
+            launcher(_rows_kernel)[(triton.cdiv(rows, rows_per_program),)](
+                g2d, y2d, dx2d, rows, cols, *strides, ROWS=rows_per_program, COLS=cols_pow2, **options)
             return
         # split rows into chunks of whole blocks until the GPU has enough programs
         blocks = triton.cdiv(cols, block)
         chunks = min(blocks, triton.cdiv(in_flight, rows))
         if chunks == 1:
-            _looped_kernel[(rows,)](g2d, y2d, dx2d, cols, *strides, BLOCK=block, **options)
+            launcher(_looped_kernel)[(rows,)](g2d, y2d, dx2d, cols, *strides, BLOCK=block, **options)
             return
         chunk_len = triton.cdiv(blocks, chunks) * block
         chunks = triton.cdiv(cols, chunk_len)
         dots = torch.empty((rows, chunks), dtype=torch.float32, device=y2d.device)
         grid = (rows, chunks)
-        _chunk_dot_kernel[grid](g2d, y2d, dots, cols, *strides, chunk_len, chunks, BLOCK=block, **options)
-        _chunk_write_kernel[grid](g2d, y2d, dx2d, dots, cols, *strides, chunk_len, chunks,
-                                  CHUNKS=triton.next_power_of_2(chunks), BLOCK=block, **options)
+        launcher(_chunk_dot_kernel)[grid](g2d, y2d, dots, cols, *strides, chunk_len, chunks, BLOCK=block, **options)
+        launcher(_chunk_write_kernel)[grid](g2d, y2d, dx2d, dots, cols, *strides, chunk_len, chunks,
+                                            CHUNKS=triton.next_power_of_2(chunks), BLOCK=block, **options)

@@ -18,7 +18,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelzoo.backends.triton import TritonImplementation
+from kernelzoo.backends.triton import TritonImplementation, launcher
 from kernelzoo.registry import Call
 
 from . import as_3d
@@ -118,8 +118,9 @@ class SumTriton(TritonImplementation):
             programs = triton.cdiv(outer, rows)
             chunk_len, chunks = _chunking(reduced, cols, programs, in_flight)
             target = out if chunks == 1 else torch.empty((outer, chunks), dtype=torch.float32, device=x3.device)
-            _sum_rows_kernel[(programs, chunks)](x3, target, outer, reduced, chunk_len, chunks, scale, ROWS=rows,
-                                                 COLS=cols, PARTIAL=chunks > 1, **options)
+            launcher(_sum_rows_kernel)[(programs, chunks)](
+                x3, target, outer, reduced, chunk_len, chunks, scale, ROWS=rows, COLS=cols, PARTIAL=chunks > 1,
+                **options)
         else:
             cols = min(config["COLS_MAX"], triton.next_power_of_2(inner))
             steps = block // cols
@@ -128,9 +129,10 @@ class SumTriton(TritonImplementation):
             chunk_len, chunks = _chunking(reduced, steps, programs, in_flight)
             target = out if chunks == 1 else torch.empty((outer, chunks, inner), dtype=torch.float32,
                                                          device=x3.device)
-            _sum_cols_kernel[(outer * tiles, chunks)](x3, target, reduced, inner, tiles, chunk_len, chunks, scale,
-                                                      STEPS=steps, COLS=cols, PARTIAL=chunks > 1, **options)
+            launcher(_sum_cols_kernel)[(outer * tiles, chunks)](
+                x3, target, reduced, inner, tiles, chunk_len, chunks, scale, STEPS=steps, COLS=cols,
+                PARTIAL=chunks > 1, **options)
         if chunks > 1:
             final = 1024
-            _sum_partials_kernel[(triton.cdiv(outer * inner, final),)](target, out, outer * inner, inner, chunks,
-                                                                       scale, BLOCK=final, num_warps=4)
+            launcher(_sum_partials_kernel)[(triton.cdiv(outer * inner, final),)](
+                target, out, outer * inner, inner, chunks, scale, BLOCK=final, num_warps=4)
