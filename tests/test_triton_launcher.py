@@ -9,8 +9,9 @@ import pytest
 import torch
 import triton
 import triton.language as tl
+from triton.runtime.jit import JITFunction
 
-from kernelzoo.backends.triton import Launcher, interpreting
+from kernelzoo.backends.triton import Launcher, _arg_key, interpreting
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
@@ -87,3 +88,27 @@ def test_launches_through_triton_when_asked(monkeypatch: pytest.MonkeyPatch) -> 
         x, y = inputs(n, offset, dtype, seed=n + offset)
         torch.testing.assert_close(run(launch, x, y, 0.25), expected(x, y, 0.25), rtol=1e-3, atol=1e-3)
     assert not launch._compiled  # nothing cached: every call went through Triton's own path
+
+
+def test_argument_keys_follow_what_triton_specializes() -> None:
+    base = torch.zeros(64, device=DEVICE)
+    # integers: their values (Triton specializes 1 and multiples of 16); floats: their type only
+    assert _arg_key(16) != _arg_key(17) and _arg_key(1) != _arg_key(2)
+    assert _arg_key(0.5) == _arg_key(2.0)
+    # tensors: dtype and 16-byte alignment, not the address or the shape
+    assert _arg_key(base) == _arg_key(base[4:]) == _arg_key(torch.zeros(8, device=DEVICE))
+    assert _arg_key(base) != _arg_key(base[1:])
+    assert _arg_key(base) != _arg_key(base.half())
+    assert _arg_key(None) is None and _arg_key(True) is True
+
+
+def test_tail_holds_the_constexprs_in_signature_order() -> None:
+    # a compiled-kernel JITFunction of _axpy even under the interpreter (it knows which parameters are constexprs)
+    launch = Launcher(JITFunction(_axpy.fn))
+    x = torch.zeros(4, device=DEVICE)
+    runtime = (x, x, x, 4, 1, 0.5)
+    # NEGATE left at its default, then given; num_warps is a launch option, not a parameter
+    assert launch.tail(runtime, {"BLOCK": 64, "num_warps": 4}) == (64, False)
+    assert launch.tail(runtime, {"NEGATE": True, "BLOCK": 32}) == (32, True)
+    # a runtime parameter given by keyword: no tail, so that kernel's launches all go through Triton
+    assert launch.tail(runtime[:-1], {"alpha": 0.5, "BLOCK": 64}) is None

@@ -134,22 +134,31 @@ class Launcher:
             metadata, None, None, None, *args, *tail)
 
     def _remember(self, key: tuple, compiled: Any, args: tuple, kwargs: dict) -> None:
-        """Keep what a fast launch of key needs: the compiled kernel's launcher and handle, and the bound
-        values of the parameters after the positional ones (constexprs and defaults, fixed by key)."""
-        params = self.kernel.params
-        if any(not p.is_constexpr for p in params[len(args):]):
-            self._through_triton = True  # a runtime parameter passed by keyword
+        """Keep what a fast launch of key needs: the compiled kernel's launcher and handle, and the bound values
+        of the parameters after the positional ones."""
+        tail = self.tail(args, kwargs)
+        if tail is None:
+            self._through_triton = True
             return
-        signature = inspect.signature(self.kernel.fn)
-        bound = signature.bind(*args, **{k: v for k, v in kwargs.items() if k in signature.parameters})
-        bound.apply_defaults()
-        tail = tuple(bound.arguments[p.name] for p in params[len(args):])
         from triton.runtime import driver
 
         if len(self._compiled) >= self.MAX_KEYS:
             self._compiled.clear()
         stream = functools.partial(driver.active.get_current_stream, torch.cuda.current_device())
         self._compiled[key] = (compiled.run, compiled.function, compiled.packed_metadata, tail, stream)
+
+    def tail(self, args: tuple, kwargs: dict) -> tuple | None:
+        """The values of the kernel's parameters after the positional arguments, in signature order: constexprs
+        given by keyword or left at their defaults, all fixed by a key (Triton's compiled launcher takes every
+        parameter and skips the constexprs). None when one of them is a runtime parameter: it was given by
+        keyword, and its value is not part of the key."""
+        params = self.kernel.params
+        if any(not p.is_constexpr for p in params[len(args):]):
+            return None
+        signature = inspect.signature(self.kernel.fn)
+        bound = signature.bind(*args, **{k: v for k, v in kwargs.items() if k in signature.parameters})
+        bound.apply_defaults()
+        return tuple(bound.arguments[p.name] for p in params[len(args):])
 
 
 _launchers: dict[int, Launcher] = {}
