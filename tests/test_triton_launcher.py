@@ -74,7 +74,7 @@ def test_one_cache_entry_per_specialization() -> None:
     for _ in range(3):
         for n, offset, dtype in CASES:
             run(launch, *inputs(n, offset, dtype, seed=n), 1.5)
-    # the key holds the exact n (1000, 1024, 1), the alignment and the dtype: five distinct ones
+    # the key holds the exact n (1000, 1024, 1), the alignment and the dtype: one entry per case
     assert len(launch._compiled) == len(CASES)
     keys_before = set(launch._compiled)
     run(launch, *inputs(1000, 0, torch.float32, seed=7), 3.0)  # another alpha: a float is not specialized

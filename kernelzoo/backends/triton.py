@@ -7,8 +7,9 @@ interpreter on CPU tensors; that is how CI runs them. The interpreter executes e
 in Python, so it is only for small sizes, and never chosen automatically.
 
 :class:`Launcher` launches a kernel with less host work than ``kernel[grid](...)``: on the H100's
-host, Triton's own path spent 40 µs of a 123 µs attention forward call binding and specializing
-its 44 arguments before it reached the compiled kernel (docs/perf/attention-triton.md).
+host, Triton's own launch took 40 µs of a 123 µs attention forward call, 21 µs of it binding and
+specializing the 44 arguments before the compiled kernel was found (3-7 µs for kernels of 9-22
+arguments; docs/perf/attention-triton.md).
 """
 
 from __future__ import annotations
@@ -109,13 +110,14 @@ class Launcher:
     def __init__(self, kernel: Any) -> None:
         self.kernel = kernel
         self._compiled: dict[tuple, tuple] = {}
-        self._through_triton = os.environ.get("KERNELZOO_TRITON_LAUNCH", "") == "triton"
+        # the interpreter is chosen before Triton is imported, so once per process
+        self._through_triton = os.environ.get("KERNELZOO_TRITON_LAUNCH", "") == "triton" or interpreting()
 
     def __getitem__(self, grid: tuple[int, ...]) -> functools.partial:
         return functools.partial(self.__call__, grid)
 
     def __call__(self, grid: tuple[int, ...], *args: Any, **kwargs: Any) -> None:
-        if self._through_triton or interpreting() or callable(grid):
+        if self._through_triton or callable(grid):
             self.kernel[grid](*args, **kwargs)
             return
         key = (torch.cuda.current_device(), *map(_arg_key, args), *kwargs.items())
