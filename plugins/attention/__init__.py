@@ -319,14 +319,17 @@ def compare(name: str, out: torch.Tensor, ref: torch.Tensor, baseline: torch.Ten
     if not torch.equal(torch.isinf(got), inf) or not torch.equal(got[inf], want[inf]):
         return f"{name}: infinities differ from the reference"
     finite = torch.isfinite(want)
-    err = float((got - want)[finite].abs().max()) if bool(finite.any()) else 0.0
+    diff = torch.where(finite, got - want, 0.0).abs()
+    err = float(diff.max()) if bool(finite.any()) else 0.0
     base_err = float((base - want)[finite].abs().max()) if bool(finite.any()) else 0.0
     if math.isnan(base_err):  # the input-precision math overflowed: judge by atol alone
         base_err = 0.0
     allowed = 2.0 * base_err + atol
     if err > allowed:
+        worst = tuple(int(i) for i in torch.unravel_index(diff.argmax(), diff.shape))
         return (f"{name}: max abs error {err:.3g} > allowed {allowed:.3g} (2 × {base_err:.3g} of the same "
-                f"math in the input precision + {atol:.3g})")
+                f"math in the input precision + {atol:.3g}); {int((diff > allowed).sum())} of {diff.numel()} "
+                f"elements over, the worst at {worst}: {float(got[worst]):.6g}, expected {float(want[worst]):.6g}")
     return None
 
 
