@@ -178,19 +178,43 @@ static void mask_scores(float *restrict s, const attn_dims *dm, const float *mas
     }
 }
 
-// The largest of a row's scores: lane-wise over TILE_C columns at a time, then halving steps of
-// constant width, which gcc turns into vector max and shuffles (a loop over the width, or an
-// `omp simd reduction`, gave scalar code that cost as much as the exponentials).
+// 16 floats: one zmm register with AVX-512, two ymm or four xmm without (gcc's vector extension).
+typedef float vf16 __attribute__((vector_size(64)));
+typedef int vi16 __attribute__((vector_size(64)));
+
+static inline vf16 load16(const float *p) {
+    vf16 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+// a > b ? a : b lane by lane (b where a is NaN)
+static inline vf16 max16(vf16 a, vf16 b) {
+    const vi16 gt = a > b;
+    return (vf16)((gt & (vi16)a) | (~gt & (vi16)b));
+}
+
+// The largest of a row's scores (cols_p a multiple of TILE_C = 32), in four independent vector chains
+// so that the max's latency does not bound the loop. With gcc's own vectorisation of a lane array
+// this cost 0.18 ns an element on an AVX-512 Intel core at 512-bit vectors (0.05 at 256); this way
+// 0.06 at either width.
 static float row_max(const float *restrict s, i64 cols_p) {
-    float part[TILE_C];
-    for (int t = 0; t < TILE_C; ++t) part[t] = s[t];
-    for (i64 j = TILE_C; j < cols_p; j += TILE_C)
-        for (int t = 0; t < TILE_C; ++t) part[t] = s[j + t] > part[t] ? s[j + t] : part[t];
-    for (int t = 0; t < 16; ++t) part[t] = part[t + 16] > part[t] ? part[t + 16] : part[t];
-    for (int t = 0; t < 8; ++t) part[t] = part[t + 8] > part[t] ? part[t + 8] : part[t];
-    for (int t = 0; t < 4; ++t) part[t] = part[t + 4] > part[t] ? part[t + 4] : part[t];
-    for (int t = 0; t < 2; ++t) part[t] = part[t + 2] > part[t] ? part[t + 2] : part[t];
-    return part[1] > part[0] ? part[1] : part[0];
+    vf16 m0 = load16(s), m1 = load16(s + 16), m2 = m0, m3 = m1;
+    i64 j = TILE_C;
+    for (; j + 2 * TILE_C <= cols_p; j += 2 * TILE_C) {
+        m0 = max16(load16(s + j), m0);
+        m1 = max16(load16(s + j + 16), m1);
+        m2 = max16(load16(s + j + 32), m2);
+        m3 = max16(load16(s + j + 48), m3);
+    }
+    if (j < cols_p) {
+        m0 = max16(load16(s + j), m0);
+        m1 = max16(load16(s + j + 16), m1);
+    }
+    m0 = max16(max16(m0, m1), max16(m2, m3));
+    float r = m0[0];
+    for (int t = 1; t < 16; ++t) r = m0[t] > r ? m0[t] : r;
+    return r;
 }
 
 // s = exp2(s − shift) over a row, its sum added lane-wise into part[TILE_C]: a row's sum l stays
@@ -230,10 +254,11 @@ void attention_forward(const float *q, const float *k, const float *v, const flo
     const i64 tasks = dm->batch * dm->heads * m_blocks;
     #pragma omp parallel num_threads(threads)
     {
-        float *buf = thread_buffer(2 * BLOCK_M * dp + BLOCK_N * dp + BLOCK_M * BLOCK_N + BLOCK_M + BLOCK_M * TILE_C
+        float *buf = thread_buffer(2 * BLOCK_M * dp + BLOCK_N * dp + BLOCK_M * BLOCK_N + 3 * BLOCK_M + BLOCK_M * TILE_C
                                    + dp * nk_p);
         float *qs = buf, *acc = qs + BLOCK_M * dp, *vs = acc + BLOCK_M * dp;
-        float *s = vs + BLOCK_N * dp, *m = s + BLOCK_M * BLOCK_N, *l = m + BLOCK_M, *kt_cache = l + BLOCK_M * TILE_C;
+        float *s = vs + BLOCK_N * dp, *m = s + BLOCK_M * BLOCK_N, *m_new = m + BLOCK_M, *alpha = m_new + BLOCK_M;
+        float *l = alpha + BLOCK_M, *kt_cache = l + BLOCK_M * TILE_C;
         i64 cached = -1;
         #pragma omp for schedule(dynamic, 1) nowait  // the region's end is the only barrier (head_panels)
         for (i64 task = 0; task < tasks; ++task) {
@@ -255,19 +280,26 @@ void attention_forward(const float *q, const float *k, const float *v, const flo
                 gemm_set(rows_p, cols_p, d, qs, dp, kt + col0 * dp, BLOCK_N, s, BLOCK_N);
                 mask_scores(s, dm, mask, b, h, row0, rows, rows_p, col0, cols, cols_p);
                 for (i64 r = 0; r < rows_p; ++r) {
+                    const float row = row_max(s + r * BLOCK_N, cols_p);
+                    m_new[r] = row > m[r] ? row : m[r];
+                }
+                // the factors that rescale each row's sums, for all rows in one vector loop; a row that has
+                // seen no key yet (new max -inf) gets 1 and P = 0 below
+                #pragma omp simd
+                for (i64 r = 0; r < rows_p; ++r)
+                    alpha[r] = m_new[r] == -INFINITY ? 1.0f : exp2_approx(m[r] - m_new[r]);
+                for (i64 r = 0; r < rows_p; ++r) {
                     float *srow = s + r * BLOCK_N, *lr = l + r * TILE_C;
-                    const float row = row_max(srow, cols_p), mx = row > m[r] ? row : m[r];
-                    if (mx == -INFINITY) {  // nothing seen yet in this row: P = 0 and O stays 0
+                    if (m_new[r] == -INFINITY) {
                         memset(srow, 0, sizeof(float) * cols_p);
                         continue;
                     }
-                    const float alpha = exp2_approx(m[r] - mx);
-                    if (alpha != 1.0f) {
-                        for (int t = 0; t < TILE_C; ++t) lr[t] *= alpha;
-                        for (i64 c = 0; c < dp; ++c) acc[r * dp + c] *= alpha;
+                    if (alpha[r] != 1.0f) {
+                        for (int t = 0; t < TILE_C; ++t) lr[t] *= alpha[r];
+                        for (i64 c = 0; c < dp; ++c) acc[r * dp + c] *= alpha[r];
                     }
-                    exp2_row(srow, cols_p, mx, lr);
-                    m[r] = mx;
+                    exp2_row(srow, cols_p, m_new[r], lr);
+                    m[r] = m_new[r];
                 }
                 gemm_nn(rows_p, dp, cols, s, BLOCK_N, vb, ldv, acc, dp);
             }
