@@ -188,3 +188,26 @@ def test_spec_sizes_flags_and_examples():
     assert bwd.flags(bcall) == "" and bwd.flops(bcall) == 2.5 * 4 * 4 * 128 * 128 * 64
     assert bcall.inputs["lse"].shape == (1, 4, 128) and bcall.inputs["o"].shape == (1, 4, 128, 64)
     assert all(len(s) == 5 for shapes in op.shapes.values() for s in shapes)
+
+
+def test_openmp_portable_exponentials_match_the_avx512_ones(monkeypatch):
+    """openmp.c computes the probabilities' exp2 with AVX-512 instructions where the CPU has them and
+    with portable loops elsewhere (KZ_PORTABLE forces those): both give the same values."""
+    _available("openmp")
+    (q, k, v), kwargs = _inputs(_SHAPES["causal-nq20-nk45"])
+    do = torch.randn(q.shape, generator=torch.Generator().manual_seed(4))
+
+    def run() -> tuple[torch.Tensor, ...]:
+        leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+        with kernelzoo.use("openmp"):
+            o = kernelzoo.ops.attention(*leaves, **kwargs)
+            return (o.detach(), *torch.autograd.grad(o, leaves, do))
+
+    fast = run()
+    for op in ("attention", "attention_backward"):
+        impl = registry.impl(op, "openmp")
+        build = impl.library
+        monkeypatch.setattr(impl, "library", lambda build=build, **defines: build(**defines, KZ_PORTABLE=1))
+    portable = run()
+    for name, a, b in zip(("o", "dq", "dk", "dv"), fast, portable):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6, msg=name)
