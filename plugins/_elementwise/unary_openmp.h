@@ -3,7 +3,7 @@
 // op's openmp.c defines UNARY and includes this file, so each op builds its own library with
 // its expression inlined into the loop.
 //
-// glibc's expf / logf / tanhf / powf (under 1 ulp) run one element at a time: gcc vectorises
+// glibc's logf / powf (under 1 ulp) run one element at a time (exp and tanh use vector_math.h's instead): gcc vectorises
 // such calls only through libmvec's 4-ulp variants, declared under -ffast-math alone, which
 // would also break NaN and inf.
 #include "../_openmp/parallel.h"

@@ -1,4 +1,4 @@
-// exp and erfc over floats as inline code that gcc vectorises. glibc's expf and erff are scalar calls
+// exp, erfc and tanh over floats as inline code that gcc vectorises. glibc's expf and erff are scalar calls
 // unless -ffast-math, which would also break NaN and inf: gelu_backward's erf formula over 2048x2048
 // took 59 ms on one core with them, 7.0 ms with these (torch: 4.3 ms). NaN and ±inf give what libm
 // gives. Errors below were measured against float64 on 4M points of [-110, 95].
@@ -35,5 +35,16 @@ static inline float kz_erfcf(float x) {
                     + t * 0.17087277f))))))));
     const float tail = t * kz_expf(q - z * z);  // erfc(|x|)
     return x >= 0.0f ? tail : (x < 0.0f ? 2.0f - tail : x);
+}
+
+// tanh(x) by Cephes' tanhf: an odd polynomial for |x| < 0.625, 1 - 2 / (exp(2|x|) + 1) beyond (about
+// 2 ulp), both computed (branch-free, so the loop vectorises) and the sign copied from x: tanh(-0) = -0,
+// tanh(±inf) = ±1, NaN stays NaN.
+static inline float kz_tanhf(float x) {
+    const float z = fabsf(x), s = z * z;
+    const float small = ((((-5.70498872745e-3f * s + 2.06390887954e-2f) * s - 5.37397155531e-2f) * s
+                          + 1.33314422036e-1f) * s - 3.33332819422e-1f) * s * z + z;
+    const float large = 1.0f - 2.0f / (kz_expf(2.0f * z) + 1.0f);
+    return copysignf(z < 0.625f ? small : large, x);
 }
 #endif

@@ -1,4 +1,4 @@
-"""gelu in OpenMP C: one parallel loop over the contiguous input, libm's erff or tanhf."""
+"""gelu in OpenMP C: one parallel loop over the contiguous input, on vectorised exp and erfc."""
 
 from __future__ import annotations
 
