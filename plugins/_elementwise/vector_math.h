@@ -47,4 +47,49 @@ static inline float kz_tanhf(float x) {
     const float large = 1.0f - 2.0f / (kz_expf(2.0f * z) + 1.0f);
     return copysignf(z < 0.625f ? small : large, x);
 }
+#if defined(__AVX512F__) && !defined(KZ_PORTABLE)
+#include <immintrin.h>
+#define KZ_VECTOR16 1
+
+// kz_expf of 16 lanes in AVX-512: the same reduction and polynomial; vscalefps applies 2^k, and rounds a
+// subnormal result correctly, so no halves are needed. x is clamped to [-104, 89] first (exp(-104)
+// rounds to 0; from 88.73 on the result is inf); vmaxps and vminps return their second operand when
+// one is NaN, so with x second NaN passes through.
+static inline __m512 kz_expf16(__m512 x) {
+    const __m512 xc = _mm512_min_ps(_mm512_set1_ps(89.0f), _mm512_max_ps(_mm512_set1_ps(-104.0f), x));
+    const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), xc);
+    r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    const __m512 y = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(y, k);
+}
+
+// kz_tanhf of 16 lanes: both formulas on |x|, the sign bit of x put on the result (both are >= 0).
+// 1 / (exp(2|x|) + 1) by vrcp14ps and one Newton step (relative error about 2^-28) instead of a
+// division; |x| is capped at 20 there (tanh rounds to 1 from 9.01 on), so that the reciprocal never
+// meets inf (x second in vminps: NaN passes through, and on to the result).
+static inline __m512 kz_tanhf16(__m512 x) {
+    const __m512 sign = _mm512_set1_ps(-0.0f), one = _mm512_set1_ps(1.0f);
+    const __m512 z = _mm512_andnot_ps(sign, x), s = _mm512_mul_ps(z, z);
+    __m512 p = _mm512_set1_ps(-5.70498872745e-3f);
+    p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(2.06390887954e-2f));
+    p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(-5.37397155531e-2f));
+    p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(1.33314422036e-1f));
+    p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(-3.33332819422e-1f));
+    const __m512 small = _mm512_fmadd_ps(_mm512_mul_ps(p, s), z, z);
+    const __m512 d = _mm512_add_ps(kz_expf16(_mm512_min_ps(_mm512_set1_ps(40.0f), _mm512_add_ps(z, z))), one);
+    __m512 inv = _mm512_rcp14_ps(d);
+    inv = _mm512_mul_ps(inv, _mm512_fnmadd_ps(d, inv, _mm512_set1_ps(2.0f)));
+    const __m512 large = _mm512_fnmadd_ps(_mm512_set1_ps(2.0f), inv, one);
+    const __mmask16 is_small = _mm512_cmp_ps_mask(z, _mm512_set1_ps(0.625f), _CMP_LT_OQ);
+    return _mm512_or_ps(_mm512_mask_blend_ps(is_small, large, small), _mm512_and_ps(sign, x));
+}
+#endif
 #endif

@@ -1,4 +1,4 @@
-"""exp in OpenMP C: the shared unary loop (plugins/_elementwise/unary_openmp.h) with glibc's expf.
+"""exp in OpenMP C: the shared unary loop (plugins/_elementwise/unary_openmp.h) with vector_math.h's exp.
 
 :class:`UnaryOpenMP` is the wrapper of every unary op's openmp plugin (exp, log, tanh, pow, dropout):
 each op's openmp.c is compiled into its own library, whose entry point it calls on the contiguous input.
