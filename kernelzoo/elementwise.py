@@ -160,6 +160,8 @@ def layout(a: torch.Tensor, b: torch.Tensor, sort_by_a: bool = False) -> Layout:
     run along its memory and a permuted dense view merges into one dimension. Binary ops keep
     the broadcast shape's order: their dense output is written in it.
     """
+    if a.shape == b.shape and a.is_contiguous() and b.is_contiguous():  # the common case: one dense run, no walk
+        return Layout((a.numel(),), (1,), (1,))
     shape = broadcast_shape(a.shape, b.shape)
 
     def aligned(t: torch.Tensor) -> list[int]:  # t's strides over the output's dimensions
@@ -195,8 +197,6 @@ def binary_plan(call: Call) -> tuple[torch.Tensor, torch.Tensor, Layout, torch.T
     Inputs whose layout has more than MAX_DIMS dimensions (what the kernels take) come back as
     dense copies, with their layout."""
     a, b = list(call.inputs.values())[:2]
-    if a.shape == b.shape and a.is_contiguous() and b.is_contiguous():  # the common case, without layout()'s walk
-        return a, b, Layout((a.numel(),), (1,), (1,)), call.empty(a.shape)
     plan = layout(a, b)
     if len(plan.sizes) > MAX_DIMS:
         a, b = dense_inputs(call)

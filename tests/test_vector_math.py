@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from kernelzoo.backends.openmp import avx512
 from kernelzoo.registry import registry
 
 SPECIALS = [float("inf"), float("-inf"), float("nan"), 0.0, -0.0, 0.625, -0.625, 9.02, -20.0, 88.72, 88.73,
@@ -49,6 +50,8 @@ def test_within_two_ulps_of_float64_and_libm_at_the_edges(op):
 
 
 def test_portable_build_gives_the_avx512_values(op, monkeypatch):
+    if not avx512():
+        pytest.skip("no AVX-512 on this CPU: both builds are the portable loops")
     x = _points()
     fast = _run(op, x)
     impl = registry.impl(op, "openmp")

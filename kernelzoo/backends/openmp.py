@@ -65,14 +65,18 @@ def cpu_model() -> tuple[str, str]:
 
 
 @functools.cache
+def avx512() -> bool:
+    """Whether this is an x86-64 CPU with AVX-512: -march=native then builds the kernels' AVX-512 paths."""
+    return platform.machine() in ("x86_64", "AMD64") and "avx512f" in cpu_model()[1].split()
+
+
+@functools.cache
 def flags() -> tuple[str, ...]:
-    """The compiler's flags on this machine: BASE_FLAGS, and on an x86-64 CPU with AVX-512,
-    -mprefer-vector-width=512. gcc's -march=native tunes Intel's AVX-512 cores for 256-bit vectors
-    when it vectorises loops by itself; the attention's products ran at 52-59 GFLOP/s a core that
-    way and at 174-190 with 512-bit vectors (gcc 12.2, an Intel Xeon with AVX-512, 2026-11-26)."""
-    if platform.machine() in ("x86_64", "AMD64") and "avx512f" in cpu_model()[1].split():
-        return (*BASE_FLAGS, "-mprefer-vector-width=512")
-    return BASE_FLAGS
+    """The compiler's flags on this machine: BASE_FLAGS, and with AVX-512 -mprefer-vector-width=512.
+    gcc's -march=native tunes Intel's AVX-512 cores for 256-bit vectors when it vectorises loops by
+    itself; the attention's products ran at 52-59 GFLOP/s a core that way and at 174-190 with 512-bit
+    vectors (gcc 12.2, an Intel Xeon with AVX-512, 2026-11-26)."""
+    return (*BASE_FLAGS, "-mprefer-vector-width=512") if avx512() else BASE_FLAGS
 
 
 @functools.cache

@@ -81,13 +81,19 @@ def _arg_key(arg: Any) -> Any:
     return arg
 
 
+@functools.cache
+def _runtime_knobs() -> Any:
+    """Triton's runtime settings (imported once: an import statement on every launch cost 0.2 µs)."""
+    from triton import knobs
+
+    return knobs.runtime
+
+
 def _hooked() -> bool:
     """Whether a launch hook (a profiler such as Proton) is installed: then every launch goes through
     Triton, which hands the hook its metadata. Triton 3.6 keeps None or a function, newer versions
     a chain of hooks."""
-    from triton import knobs
-
-    hook = knobs.runtime.launch_enter_hook
+    hook = _runtime_knobs().launch_enter_hook
     return hook is not None and bool(getattr(hook, "calls", True))
 
 
