@@ -1,6 +1,6 @@
 """The cuda plugins of attention and attention_backward on the GPU: correctness on odd shapes, then speed.
 
-    python scripts/attention_cuda_check.py [--all-configs] [--skip-timing] [--budget-ms MS]
+    python scripts/attention_cuda_check.py [--all-configs] [--skip-timing] [--sweep] [--budget-ms MS]
 
 1. Every kernel's resources (registers per thread, static shared and local memory: local > 0 means spills)
    for the default config at head dims 64 and 128, causal and not (the backward's module holds the kernels of
@@ -13,6 +13,8 @@
 3. Times (median of CUDA events, L2 flushed: kernelzoo.timing) at B=4 H=32 N=4096, D 64 / 128, causal and
    not, float16, against torch's SDPA FLASH_ATTENTION backend (FlashAttention-2, through the torch plugins,
    which call its aten ops); TFLOP/s count forward 4·B·H·N²·D (halved when causal), backward 2.5× that.
+4. --sweep: every forward config that fits, at the same shapes, against FA2 and cuDNN (registers and spills
+   beside each; its output compared with FA2's).
 Exits 1 on any mismatch or error.
 """
 
@@ -22,6 +24,7 @@ import argparse
 import itertools
 import sys
 import time
+from functools import partial
 from typing import Any
 
 import torch
@@ -51,7 +54,10 @@ def configs(impl: Any, all_configs: bool) -> list[dict]:
     if all_configs:
         space = impl.config_space
         return [dict(zip(space, values)) for values in itertools.product(*space.values())]
-    return [impl.config(), impl.config({k: v[0] for k, v in impl.config_space.items()})]
+    first = impl.config({k: v[0] for k, v in impl.config_space.items()})
+    if impl is FWD_CUDA:  # and 4 warps of 32 rows reading q from shared memory
+        return [impl.config(), first, impl.config({"BLOCK_N": 32, "WARPS": 4, "Q_REGS": 0})]
+    return [impl.config(), first]
 
 
 def resources() -> None:
@@ -161,10 +167,56 @@ def timing(budget_ms: float) -> int:
     return failures
 
 
+def sweep(budget_ms: float) -> int:
+    """Every forward config that fits each shape, timed against SDPA's FA2 and cuDNN backends."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    failures = 0
+    g = torch.Generator().manual_seed(2)
+    space = FWD_CUDA.config_space
+    print("\nforward configs, B=4 H=32 N=4096 float16: TFLOP/s, against FA2 and cuDNN; registers, spill bytes")
+    for d, causal in itertools.product((64, 128), (False, True)):
+        q, k, v = (randn((4, 32, 4096, d), DEVICE, torch.float16, g) for _ in range(3))
+        call = FWD.check(q, k, v, causal=causal)
+        flops = FWD.flops(call)
+        base = {}
+        for name, backend in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+            with sdpa_kernel(backend):
+                sdpa = partial(torch.nn.functional.scaled_dot_product_attention, q, k, v, is_causal=causal)
+                base[name] = flops / (time_fn(sdpa, DEVICE, budget_ms=budget_ms).median_ms * 1e-3) / 1e12
+                if name == "flash":
+                    o_flash = sdpa()
+        print(f"D={d} causal={causal}: flash {base['flash']:.0f}, cudnn {base['cudnn']:.0f}", flush=True)
+        rows = []
+        for values in itertools.product(*space.values()):
+            config = dict(zip(space, values))
+            try:
+                FWD_CUDA.shared_memory(call, config)
+            except UnsupportedError:
+                continue
+            try:
+                o, _ = FWD_CUDA.run(call, config)
+                a = FWD_CUDA.kernel("attention_forward", torch.float16, call_defines(call, config)).attributes()
+                err = float((o.float() - o_flash.float()).abs().max())
+                ms = time_fn(partial(FWD_CUDA.run, call, config), DEVICE, budget_ms=budget_ms).median_ms
+            except Exception as exc:
+                print(f"ERROR {config}: {type(exc).__name__}: {exc}")
+                return failures + 1
+            failures += err > 1e-2
+            tf = flops / (ms * 1e-3) / 1e12
+            rows.append((tf, f"  {'/'.join(str(x) for x in values):16s} {tf:4.0f}  {tf / base['flash']:.2f}x flash "
+                             f"{tf / base['cudnn']:.2f}x cudnn  regs {a['registers']} local {a['local_bytes']}"
+                             f"  err {err:.1e}{'  <- MISMATCH' if err > 1e-2 else ''}"))
+        for _, line in sorted(rows, reverse=True):
+            print(line, flush=True)
+    return failures
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--all-configs", action="store_true", help="check every config of the spaces")
     parser.add_argument("--skip-timing", action="store_true")
+    parser.add_argument("--sweep", action="store_true", help="time every forward config that fits")
     parser.add_argument("--budget-ms", type=float, default=300.0)
     args = parser.parse_args()
     for impl in KERNELS:
@@ -179,6 +231,8 @@ def main() -> int:
     print(f"correctness: {failures} mismatch(es), {time.perf_counter() - start:.0f} s")
     if not args.skip_timing and not failures:
         failures += timing(args.budget_ms)
+    if args.sweep and not failures:
+        failures += sweep(args.budget_ms / 3)
     print("OK" if not failures else f"FAILED: {failures}")
     return 1 if failures else 0
 

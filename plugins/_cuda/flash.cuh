@@ -58,13 +58,28 @@ __device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
 template <int ROWS>
 __device__ __forceinline__ void load_rows(T* s, const T* g, i64 stride, int row0, int n_rows, int d) {
   constexpr int CHUNKS = ROWS * CPR;
+  if constexpr (THREADS % CPR == 0) {
+    // Each pass of the block covers STEP whole rows: a thread's chunks share one column and sit STEP rows
+    // apart, so one address stepped by STEP rows serves them all (no per-chunk offsets held in registers).
+    constexpr int STEP = THREADS / CPR;
+    const int r = threadIdx.x / CPR, col = threadIdx.x % CPR * 8;
+    const T* src = g + (row0 + r) * stride + col;
 #pragma unroll
-  for (int i = 0; i < (CHUNKS + THREADS - 1) / THREADS; ++i) {
-    const int c = threadIdx.x + i * THREADS;
-    if (CHUNKS % THREADS == 0 || c < CHUNKS) {
-      const int r = c / CPR, col = c % CPR * 8;
-      const bool ok = row0 + r < n_rows && col < d;
-      cp_async16(s + r * LDS + col, ok ? g + (row0 + r) * stride + col : g, ok ? 16 : 0);
+    for (int i = 0; i < (ROWS + STEP - 1) / STEP; ++i) {
+      if (ROWS % STEP == 0 || r + i * STEP < ROWS) {
+        const bool ok = row0 + r + i * STEP < n_rows && col < d;
+        cp_async16(s + (r + i * STEP) * LDS + col, ok ? src + i * STEP * stride : g, ok ? 16 : 0);
+      }
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < (CHUNKS + THREADS - 1) / THREADS; ++i) {
+      const int c = threadIdx.x + i * THREADS;
+      if (CHUNKS % THREADS == 0 || c < CHUNKS) {
+        const int r = c / CPR, col = c % CPR * 8;
+        const bool ok = row0 + r < n_rows && col < d;
+        cp_async16(s + r * LDS + col, ok ? g + (row0 + r) * stride + col : g, ok ? 16 : 0);
+      }
     }
   }
 }
@@ -146,29 +161,42 @@ __device__ __forceinline__ void scores_smem(float (&s)[MT][NI / 8][4], const T* 
 // 16c + l%16, column 8jd + 8·(l/16); .trans gives lane l column g (= n), rows 2t, 2t+1 (= k) of each
 // matrix: (k 0-7, n 0-7), (k 8-15, n 0-7), (k 0-7, n 8-15), (k 8-15, n 8-15) are b0, b1 of jd and of jd+1.
 template <int MT, int NI>
-__device__ __forceinline__ void accumulate(float (&acc)[MT][ND][4], const float (&p)[MT][NI / 8][4], const T* sb) {
-  const int lane = threadIdx.x % 32;
+__device__ __forceinline__ void pack_p(unsigned (&a)[MT][NI / 16][4], const float (&p)[MT][NI / 8][4]) {
 #pragma unroll
-  for (int c = 0; c < NI / 16; ++c) {
-    unsigned a[MT][4];
+  for (int c = 0; c < NI / 16; ++c)
 #pragma unroll
     for (int i = 0; i < MT; ++i) {
-      a[i][0] = pack_pair(p[i][2 * c][0], p[i][2 * c][1], T{});
-      a[i][1] = pack_pair(p[i][2 * c][2], p[i][2 * c][3], T{});
-      a[i][2] = pack_pair(p[i][2 * c + 1][0], p[i][2 * c + 1][1], T{});
-      a[i][3] = pack_pair(p[i][2 * c + 1][2], p[i][2 * c + 1][3], T{});
+      a[i][c][0] = pack_pair(p[i][2 * c][0], p[i][2 * c][1], T{});
+      a[i][c][1] = pack_pair(p[i][2 * c][2], p[i][2 * c][3], T{});
+      a[i][c][2] = pack_pair(p[i][2 * c + 1][0], p[i][2 * c + 1][1], T{});
+      a[i][c][3] = pack_pair(p[i][2 * c + 1][2], p[i][2 * c + 1][3], T{});
     }
+}
+
+// acc += P·B with P already packed by pack_p (half the registers of its float32 C fragments).
+template <int MT, int NI>
+__device__ __forceinline__ void accumulate_packed(float (&acc)[MT][ND][4], const unsigned (&a)[MT][NI / 16][4],
+                                                  const T* sb) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int c = 0; c < NI / 16; ++c)
 #pragma unroll
     for (int jd = 0; jd < ND; jd += 2) {
       unsigned b[4];
       ldmatrix_x4_trans(b, sb + (c * 16 + lane % 16) * LDS + jd * 8 + lane / 16 * 8);
 #pragma unroll
       for (int i = 0; i < MT; ++i) {
-        mma_16816(acc[i][jd], a[i], b, T{});
-        mma_16816(acc[i][jd + 1], a[i], b + 2, T{});
+        mma_16816(acc[i][jd], a[i][c], b, T{});
+        mma_16816(acc[i][jd + 1], a[i][c], b + 2, T{});
       }
     }
-  }
+}
+
+template <int MT, int NI>
+__device__ __forceinline__ void accumulate(float (&acc)[MT][ND][4], const float (&p)[MT][NI / 8][4], const T* sb) {
+  unsigned a[MT][NI / 16][4];
+  pack_p<MT, NI>(a, p);
+  accumulate_packed<MT, NI>(acc, a, sb);
 }
 
 // The attn_mask of one (batch, head): element (query, key) at p[query·sq + key·sk] (broadcast dimensions

@@ -1,8 +1,9 @@
 // Attention forward, FlashAttention-2 on tensor cores (building blocks and layouts: ../_cuda/flash.cuh).
 //
 // One block per (BLOCK_M query rows, batch·head); WARPS warps of 16·MT rows each. The block's q tile is loaded
-// once and kept as A fragments in registers; K and V tiles of BLOCK_N keys stream through a STAGES-deep ring
-// of shared-memory stages filled by cp.async (tile j+STAGES-1 in flight while tile j is used). Per key tile:
+// once into shared memory and kept there or as A fragments in registers (Q_REGS); K and V tiles of BLOCK_N
+// keys stream through a STAGES-deep ring of shared-memory stages filled by cp.async (tile j+STAGES-1 in
+// flight while tile j is used). Per key tile:
 //   S = Q·Kᵀ (mma.sync m16n8k16, float32), in log2 units (scale·log2 e folded in), masked;
 //   online softmax per row: m' = max(m, rowmax S), P = 2^(S − m'), l = l·2^(m − m') + rowsum P, O·= 2^(m − m');
 //   O += P·V with P rounded to T in registers as the A operand (no trip through shared memory).
@@ -32,47 +33,76 @@
 #define MT (BLOCK_M / (16 * WARPS))  // m16 row tiles per warp
 #define NT (BLOCK_N / 8)             // n8 key tiles per key tile
 
+// Q_REGS: the q fragments stay in registers for the whole key loop. Without them (the choice that lets 32 rows
+// per warp fit at head dim 128) each k16 step of S = Q·Kᵀ reads its fragments from the block's q tile.
+#ifndef Q_REGS
+#define Q_REGS 1
+#endif
+
 // Two blocks of 8 warps per SM (registers capped at 128) where the tile state is small (at most 80 words per
-// thread: head dim 64 with BLOCK_N ≤ 64; 12 bytes of spill at 64 × 64): 16 warps hide the softmax's latency
-// between the products better than 8.
-#define STATE_WORDS (MT * (3 * HEAD_DIM + 2 * BLOCK_N) / 4)
+// thread: head dim 64 with BLOCK_N ≤ 64; 8 bytes of spill at 64 × 64): 16 warps hide the softmax's latency
+// between the products better than 8. The state: o accumulators, scores, q fragments (all or one k16 step's).
+#define STATE_WORDS (MT * (HEAD_DIM + BLOCK_N) / 2 + (Q_REGS ? MT * HEAD_DIM / 4 : 4 * MT))
 #define MIN_BLOCKS (WARPS == 8 && STATE_WORDS <= 80 ? 2 : 1)
 
 static_assert(MT >= 1 && MT * 16 * WARPS == BLOCK_M, "BLOCK_M must be 16·WARPS·MT");
 static_assert(BLOCK_N % 16 == 0 && STAGES >= 2, "BLOCK_N must be a multiple of 16, STAGES at least 2");
 
-// One key tile's scores s (log2 units, masked) into the running row max m, partial sums l and the output
-// accumulator acc; s becomes P. Rows (i, r) are a thread's rows 16i + g + 8r.
+// SCALE_IN_EXP: the softmax scale is positive and there is no additive mask, so the scores stay unscaled
+// until the exponent: the row max of s·c is c·(row max of s), and each P = 2^(s·c − m') is one fma and one
+// ex2 (FlashAttention-2's order), one multiply per score fewer. Otherwise mask_scores scales them first.
+#if defined(SCALE_POSITIVE) && SCALE_POSITIVE && !MASK
+#define SCALE_IN_EXP 1
+#else
+#define SCALE_IN_EXP 0
+#endif
+
+#ifndef RESCALE_SLACK
+#define RESCALE_SLACK 0.0f
+#endif
+
+// One key tile's scores s (masked; log2 units, or unscaled with SCALE_IN_EXP: c = scale·log2 e) into the
+// running row max m (log2 units), partial sums l and the output accumulator acc; s becomes P. Rows (i, r) are
+// a thread's rows 16i + g + 8r. A row's m moves only when the tile's max passes it by more than RESCALE_SLACK
+// (P is then at most 2^RESCALE_SLACK), and acc is rescaled only when some row of the warp moved.
 __device__ __forceinline__ void online_softmax(float (&s)[MT][NT][4], float (&m)[MT][2], float (&l)[MT][2],
-                                               float (&acc)[MT][ND][4]) {
+                                               float (&acc)[MT][ND][4], float c) {
+  float alpha[MT][2];
+  bool moved = false;
 #pragma unroll
   for (int i = 0; i < MT; ++i)
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      float mx = m[i][r];
+      float mx = -KZ_INF;
 #pragma unroll
       for (int j = 0; j < NT; ++j) mx = fmaxf(mx, fmaxf(s[i][j][2 * r], s[i][j][2 * r + 1]));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      if (SCALE_IN_EXP) mx *= c;  // -inf stays -inf: c > 0
+      const float m_new = mx > m[i][r] + RESCALE_SLACK ? mx : m[i][r];  // the first finite max always
       // A row that has seen no key yet (attn_mask) has m' = -inf: subtract 0 instead of -inf - -inf.
-      const float base = mx == -KZ_INF ? 0.0f : mx;
-      const float alpha = ex2(m[i][r] - base);  // 0 while m = -inf: nothing to keep
-      m[i][r] = mx;
+      const float base = m_new == -KZ_INF ? 0.0f : m_new;
+      alpha[i][r] = m_new == m[i][r] ? 1.0f : ex2(m[i][r] - base);  // 0 from m = -inf: nothing to keep
+      moved |= m_new != m[i][r];
+      m[i][r] = m_new;
       float sum = 0.0f;
 #pragma unroll
       for (int j = 0; j < NT; ++j)
 #pragma unroll
         for (int e = 2 * r; e < 2 * r + 2; ++e) {
-          s[i][j][e] = ex2(s[i][j][e] - base);
+          s[i][j][e] = ex2(SCALE_IN_EXP ? fmaf(s[i][j][e], c, -base) : s[i][j][e] - base);
           sum += s[i][j][e];
         }
-      l[i][r] = l[i][r] * alpha + sum;
-#pragma unroll
-      for (int jd = 0; jd < ND; ++jd) {
-        acc[i][jd][2 * r] *= alpha;
-        acc[i][jd][2 * r + 1] *= alpha;
-      }
+      l[i][r] = l[i][r] * alpha[i][r] + sum;
     }
+  if (__any_sync(0xffffffffu, moved)) {
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+      for (int jd = 0; jd < ND; ++jd)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[i][jd][e] *= alpha[i][e / 2];
+  }
 }
 
 // q (B, Hq, Nq, d), k and v (B, Hk, Nk, d), o like q: element (b, h, row, col) at b·sb + h·sh + row·sm + col
@@ -117,8 +147,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
   }
   cp_async_wait<STAGES - 2>();
   __syncthreads();
+#if Q_REGS
   unsigned qf[MT][KD][4];
   a_fragments<MT>(qf, sq + wrow * LDS);
+#endif
 
   float acc[MT][ND][4], m[MT][2], l[MT][2];
   zero(acc);
@@ -127,6 +159,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 #pragma unroll
     for (int r = 0; r < 2; ++r) m[i][r] = -KZ_INF, l[i][r] = 0.0f;
 
+  const float pre = SCALE_IN_EXP ? 1.0f : scale_log2;  // the factor mask_scores applies
   for (int j = 0; j < n_tiles; ++j) {
     // STAGES-1+j groups committed; all but the newest STAGES-2 complete => tile j has landed (this thread's
     // chunks); the barrier makes everyone's visible, and frees the stage that everyone read in step j-1.
@@ -140,13 +173,17 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
     cp_async_commit();
 
     float s[MT][NT][4];
+#if Q_REGS
     scores<MT, BLOCK_N>(s, qf, sk + j % STAGES * BLOCK_N * LDS);
+#else
+    scores_smem<MT, BLOCK_N>(s, sq + wrow * LDS, sk + j % STAGES * BLOCK_N * LDS);
+#endif
     if (j < n_full) {
-      mask_scores<false, false, MT, BLOCK_N>(s, m0 + wrow, j * BLOCK_N, n_q, n_k, scale_log2, am);
+      mask_scores<false, false, MT, BLOCK_N>(s, m0 + wrow, j * BLOCK_N, n_q, n_k, pre, am);
     } else {
-      mask_scores<true, false, MT, BLOCK_N>(s, m0 + wrow, j * BLOCK_N, n_q, n_k, scale_log2, am);
+      mask_scores<true, false, MT, BLOCK_N>(s, m0 + wrow, j * BLOCK_N, n_q, n_k, pre, am);
     }
-    online_softmax(s, m, l, acc);
+    online_softmax(s, m, l, acc, scale_log2);
     accumulate<MT, BLOCK_N>(acc, s, sv + j % STAGES * BLOCK_N * LDS);
   }
   cp_async_wait<0>();  // only empty groups can be left; nothing may be in flight at exit

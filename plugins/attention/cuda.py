@@ -25,10 +25,12 @@ MAX_GRID_Y = 65535  # batch·heads is the grid's second dimension
 MAX_HEAD_DIM = 128  # the o accumulators and q fragments of 16 rows fill a warp's registers at 128
 DEFAULT_SHARED_OPTIN = 227 * 1024  # H100; the device's own figure is used where torch reports it
 # Registers per thread that a config's tile state (accumulators, fragments, scores) may take. Measured with
-# -Xptxas -v on sm_90 for head dims 64 and 128 over every config of the spaces: the forward spills nothing up
-# to 128 (215-250 registers) and 48-136 bytes at 160; the backward at most 64 bytes up to 192 (the dQ pass's
-# ptxas keeps 4-warp blocks near 168 registers with 8-40 bytes of spill even below that) and 316-4168 above.
-STATE_REGISTERS = {"forward": 128, "backward": 192}
+# -Xptxas -v through NVRTC 13.5 for sm_90 over every config of the spaces at head dims 64 and 128: the forward
+# spills nothing up to 168 (184-244 registers at 112-168) and 64-1496 bytes from 200 on; with an attn_mask its
+# index arithmetic takes more, and 136-160 spill 20-352 bytes, so masked calls keep to 128. The backward spills
+# at most 64 bytes up to 192 (the dQ pass's ptxas keeps 4-warp blocks near 168 registers with 8-40 bytes of
+# spill even below that) and 316-4168 above.
+STATE_REGISTERS = {"forward": 168, "forward_masked": 128, "backward": 192}
 MASK_TYPES = {torch.bool: "unsigned char", torch.float32: "float", torch.float16: "kz_half",
               torch.bfloat16: "kz_bf16"}
 
@@ -99,22 +101,26 @@ def check_fit(key: str, config: Mapping[str, Any], call: Call, state_words: floa
 
 
 def call_defines(call: Call, config: Mapping[str, Any]) -> dict[str, Any]:
-    """``config`` plus the call's code-shaping defines: HEAD_DIM, CAUSAL and the mask's."""
+    """``config`` plus the call's code-shaping defines: HEAD_DIM, CAUSAL, SCALE_POSITIVE and the mask's."""
     return {**config, **mask_args(call)[2], "HEAD_DIM": kernel_head_dim(call.inputs["q"].shape[3]),
-            "CAUSAL": int(call.params["causal"])}
+            "CAUSAL": int(call.params["causal"]), "SCALE_POSITIVE": int(call.params["scale"] > 0)}
 
 
 class AttentionCuda(CudaImplementation):
     op = "attention"
     dtypes = {"cuda": (torch.float16, torch.bfloat16)}
     # BLOCK_M query rows per block over WARPS warps (16 or 32 rows each); BLOCK_N keys per tile; STAGES tiles
-    # of K and V in flight. 24 points; for a call, those whose tile state overflows the registers
-    # (STATE_REGISTERS) or whose tiles overflow shared memory are rejected.
-    config_space = {"BLOCK_M": [64, 128], "BLOCK_N": [32, 64, 128], "WARPS": [4, 8], "STAGES": [2, 3]}
-    # 8 warps of 16 rows: at head dim 128, 215 registers (no spill) and 102 KiB of shared memory; at 64, two
-    # blocks per SM (cuda.cu's MIN_BLOCKS: 128 registers, 12 bytes of spill) of 54 KiB. Valid for every head
+    # of K and V in flight; Q_REGS 1 keeps the q fragments in registers for the whole key loop, 0 reads them
+    # from the q tile in shared memory at every k16 step (what lets 32 rows per warp fit at head dim 128:
+    # FlashAttention-2's 4 warps × 32 rows, which halves the K and V reads from shared memory per FLOP).
+    # 48 points; for a call, those whose tile state overflows the registers (STATE_REGISTERS) or whose tiles
+    # overflow shared memory are rejected.
+    config_space = {"BLOCK_M": [64, 128], "BLOCK_N": [32, 64, 128], "WARPS": [4, 8], "STAGES": [2, 3],
+                    "Q_REGS": [1, 0]}
+    # 8 warps of 16 rows: at head dim 128, 198 registers (no spill) and 102 KiB of shared memory; at 64, two
+    # blocks per SM (cuda.cu's MIN_BLOCKS: 128 registers, 8 bytes of spill) of 54 KiB. Valid for every head
     # dim up to 128.
-    default_config = {"BLOCK_M": 128, "BLOCK_N": 64, "WARPS": 8, "STAGES": 2}
+    default_config = {"BLOCK_M": 128, "BLOCK_N": 64, "WARPS": 8, "STAGES": 2, "Q_REGS": 1}
 
     def supports(self, call: Call) -> str | None:
         return super().supports(call) or unsupported(call)
@@ -124,8 +130,10 @@ class AttentionCuda(CudaImplementation):
         hd, bm, bn = kernel_head_dim(call.inputs["q"].shape[3]), config["BLOCK_M"], config["BLOCK_N"]
         shared = 2 * (hd + 8) * (bm + 2 * config["STAGES"] * bn)  # q, STAGES × (K, V) tiles, rows of hd + 8
         mt = row_tiles(self.key, config, bm, config["WARPS"])
-        state = mt * (3 * hd + 2 * bn) / 4  # o accumulators mt·hd/2, q fragments mt·hd/4, scores mt·bn/2
-        check_fit(self.key, config, call, state, STATE_REGISTERS["forward"], shared)
+        # o accumulators mt·hd/2 and scores mt·bn/2; q fragments mt·hd/4 (Q_REGS) or one k16 step's, 4·mt
+        state = mt * (hd + bn) / 2 + (mt * hd / 4 if config["Q_REGS"] else 4 * mt)
+        budget = STATE_REGISTERS["forward" if call.inputs.get("attn_mask") is None else "forward_masked"]
+        check_fit(self.key, config, call, state, budget, shared)
         return {"attention_forward": shared}
 
     def run(self, call: Call, config: dict) -> tuple[torch.Tensor, torch.Tensor]:
