@@ -2,8 +2,10 @@
 
     PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck python scripts/attention_sanitize.py
 
-N = 1, 97, 1025 (and Nq != Nk), causal and not, D 64 and 128, float16, forward and backward with the
-default config (the backward with both of its dQ strategies). Without torch's caching allocator every
+N = 1, 97, 1025 (and Nq != Nk), causal and not, D 24, 64 and 128, float16, forward and backward with the
+default config (the forward also with 4 warps of 32 rows reading q from shared memory, the backward with both
+of its dQ strategies). At D = 24 (compiled for 32) every row's last chunk lies past d: the loads zero-fill it
+and must read nothing there. Without torch's caching allocator every
 tensor is its own allocation, so a read or write past any of them is reported.
 """
 
@@ -22,18 +24,19 @@ def main() -> None:
     g = torch.Generator().manual_seed(0)  # randn draws its seed on the CPU, its values on the GPU
     runs = 0
     for (nq, nk), d, causal in itertools.product([(1, 1), (97, 97), (1025, 1025), (97, 1025), (1025, 97)],
-                                                 (64, 128), (False, True)):
+                                                 (24, 64, 128), (False, True)):
         q = randn((1, 2, nq, d), "cuda", torch.float16, g)
         k, v = (randn((1, 2, nk, d), "cuda", torch.float16, g) for _ in range(2))
         call = registry.op("attention").check(q, k, v, causal=causal)
         o, lse = FWD.run(call, FWD.config())
+        FWD.run(call, FWD.config({"BLOCK_N": 32, "WARPS": 4, "Q_REGS": 0}))
         do = randn(o.shape, "cuda", torch.float16, g)
         bwd_call = registry.op("attention_backward").check(q, k, v, o, lse, do, causal=causal)
         for dq in BWD.config_space["DQ"]:  # dQ by its own pass and by atomics
             BWD.run(bwd_call, BWD.config({"DQ": dq}))
         torch.cuda.synchronize()
         runs += 1
-    print(f"{runs} shapes, forward and backward (both dQ strategies): done")
+    print(f"{runs} shapes, forward (two configs) and backward (both dQ strategies): done")
 
 
 if __name__ == "__main__":

@@ -63,13 +63,13 @@ __device__ __forceinline__ void load_rows(T* s, const T* g, i64 stride, int row0
     // apart, so one address stepped by STEP rows serves them all (no per-chunk offsets held in registers).
     constexpr int STEP = THREADS / CPR;
     const int r = threadIdx.x / CPR, col = threadIdx.x % CPR * 8;
+    const int rows = col < d ? n_rows - row0 - r : 0;  // this thread's rows that exist, from row0 + r on
+    const i64 step = STEP * stride;
     const T* src = g + (row0 + r) * stride + col;
 #pragma unroll
-    for (int i = 0; i < (ROWS + STEP - 1) / STEP; ++i) {
-      if (ROWS % STEP == 0 || r + i * STEP < ROWS) {
-        const bool ok = row0 + r + i * STEP < n_rows && col < d;
-        cp_async16(s + (r + i * STEP) * LDS + col, ok ? src + i * STEP * stride : g, ok ? 16 : 0);
-      }
+    for (int i = 0; i < (ROWS + STEP - 1) / STEP; ++i, src += step) {
+      // src may point past the matrix where the row does not exist: a zero-fill copy reads nothing
+      if (ROWS % STEP == 0 || r + i * STEP < ROWS) cp_async16(s + (r + i * STEP) * LDS + col, src, i * STEP < rows ? 16 : 0);
     }
   } else {
 #pragma unroll

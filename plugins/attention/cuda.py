@@ -26,11 +26,12 @@ MAX_HEAD_DIM = 128  # the o accumulators and q fragments of 16 rows fill a warp'
 DEFAULT_SHARED_OPTIN = 227 * 1024  # H100; the device's own figure is used where torch reports it
 # Registers per thread that a config's tile state (accumulators, fragments, scores) may take. Measured with
 # -Xptxas -v through NVRTC 13.5 for sm_90 over every config of the spaces at head dims 64 and 128: the forward
-# spills nothing up to 168 (184-244 registers at 112-168) and 64-1496 bytes from 200 on; with an attn_mask its
-# index arithmetic takes more, and 136-160 spill 20-352 bytes, so masked calls keep to 128. The backward spills
-# at most 64 bytes up to 192 (the dQ pass's ptxas keeps 4-warp blocks near 168 registers with 8-40 bytes of
-# spill even below that) and 316-4168 above.
-STATE_REGISTERS = {"forward": 168, "forward_masked": 128, "backward": 192}
+# spills nothing up to 168 (170-233 registers at 104-168), 8-16 bytes at 200 with head dim 128 (FlashAttention-2's
+# 4 warps × 32 rows × 64 keys) and 80 with 64, and 400 or more beyond. With an attn_mask its index arithmetic
+# takes more: 136-160 spill 20-352 bytes, so masked calls keep to 128. The backward spills at most 64 bytes up
+# to 192 (the dQ pass's ptxas keeps 4-warp blocks near 168 registers with 8-40 bytes of spill even below that)
+# and 316-4168 above.
+STATE_REGISTERS = {"forward": 200, "forward_masked": 128, "backward": 192}
 MASK_TYPES = {torch.bool: "unsigned char", torch.float32: "float", torch.float16: "kz_half",
               torch.bfloat16: "kz_bf16"}
 
