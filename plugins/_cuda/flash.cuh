@@ -54,7 +54,8 @@ __device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
 
 // Rows row0 .. row0+ROWS-1 of a matrix (row r at g + r·stride, d contiguous elements) into the shared tile
 // s [ROWS][LDS] by 16-byte cp.async chunks (the caller commits); rows ≥ n_rows and columns ≥ d are zeros,
-// and nothing outside the matrix is read (g itself is the dummy address of a zero-fill).
+// and nothing outside the matrix is read (a zero-fill copies 0 source bytes: its address may lie past the
+// matrix, or, in the generic path, is g itself).
 template <int ROWS>
 __device__ __forceinline__ void load_rows(T* s, const T* g, i64 stride, int row0, int n_rows, int d) {
   constexpr int CHUNKS = ROWS * CPR;

@@ -4,8 +4,10 @@
 // once into shared memory and kept there or as A fragments in registers (Q_REGS); K and V tiles of BLOCK_N
 // keys stream through a STAGES-deep ring of shared-memory stages filled by cp.async (tile j+STAGES-1 in
 // flight while tile j is used). Per key tile:
-//   S = Q·Kᵀ (mma.sync m16n8k16, float32), in log2 units (scale·log2 e folded in), masked;
-//   online softmax per row: m' = max(m, rowmax S), P = 2^(S − m'), l = l·2^(m − m') + rowsum P, O·= 2^(m − m');
+//   S = Q·Kᵀ (mma.sync m16n8k16, float32), masked, in log2 units (scale·log2 e: applied in the exponent's
+//   fma where SCALE_IN_EXP allows, else by mask_scores);
+//   online softmax per row: m' = max(m, rowmax S) (moved only by more than RESCALE_SLACK), P = 2^(S − m'),
+//   l = l·2^(m − m') + rowsum P, O·= 2^(m − m');
 //   O += P·V with P rounded to T in registers as the A operand (no trip through shared memory).
 // A row's max and sum live in the 4 lanes of its quad (C fragment columns 2t, 2t+1 of every n8 tile): the
 // max is reduced over the quad every tile (the exponent needs it), the sum only at the end (each lane keeps
@@ -57,14 +59,15 @@ static_assert(BLOCK_N % 16 == 0 && STAGES >= 2, "BLOCK_N must be a multiple of 1
 #define SCALE_IN_EXP 0
 #endif
 
-#ifndef RESCALE_SLACK
-#define RESCALE_SLACK 0.0f
-#endif
+// A row's running max moves only when a tile's max passes it by more than RESCALE_SLACK (log2 units), so P is
+// at most 2^8 (no overflow in T or in the float32 sums) and after the first tiles the rows rarely move; acc is
+// rescaled (16·MT·HEAD_DIM multiplies per warp) only when some row of the warp moved. The result is the same
+// softmax: o = acc / l and lse = m + log2 l hold for any m that the sums were taken against.
+#define RESCALE_SLACK 8.0f
 
 // One key tile's scores s (masked; log2 units, or unscaled with SCALE_IN_EXP: c = scale·log2 e) into the
 // running row max m (log2 units), partial sums l and the output accumulator acc; s becomes P. Rows (i, r) are
-// a thread's rows 16i + g + 8r. A row's m moves only when the tile's max passes it by more than RESCALE_SLACK
-// (P is then at most 2^RESCALE_SLACK), and acc is rescaled only when some row of the warp moved.
+// a thread's rows 16i + g + 8r.
 __device__ __forceinline__ void online_softmax(float (&s)[MT][NT][4], float (&m)[MT][2], float (&l)[MT][2],
                                                float (&acc)[MT][ND][4], float c) {
   float alpha[MT][2];

@@ -122,6 +122,9 @@ class AttentionCuda(CudaImplementation):
     # blocks per SM (cuda.cu's MIN_BLOCKS: 128 registers, 8 bytes of spill) of 54 KiB. Valid for every head
     # dim up to 128.
     default_config = {"BLOCK_M": 128, "BLOCK_N": 64, "WARPS": 8, "STAGES": 2, "Q_REGS": 1}
+    # 4 warps of 32 rows, the fastest on the H100 (docs/perf/attention-cuda.md): q from shared memory at head
+    # dim 128 (FlashAttention-2's tiles), from registers at 64; and 32-key tiles, which spill nothing at 128.
+    tuning_seeds = ({"WARPS": 4, "Q_REGS": 0}, {"WARPS": 4}, {"WARPS": 4, "BLOCK_N": 32, "Q_REGS": 0})
 
     def supports(self, call: Call) -> str | None:
         return super().supports(call) or unsupported(call)
