@@ -1,14 +1,16 @@
 """Attention forward and backward on the GPU: kernelzoo's plugins against torch's SDPA backends
 (FlashAttention-2, cuDNN, memory-efficient), per shape, in one run.
 
-    python scripts/attention_bench.py [--out DIR] [--quick]
+    python scripts/attention_bench.py [--out DIR] [--quick] [--winners tuning_db/h100-sxm.json]
 
 Shapes (the attention issue's): float16, D 64 and 128, causal and not, N 1024 / 4096 / 16384 with
 B=4, H=32, and N=16384 with B=1. Every candidate is checked against torch's FLASH backend on the
 same inputs before it is timed (a wrong kernel is reported, not timed). Times are medians of CUDA
 events with the L2 flushed (kernelzoo.timing); TFLOP/s count the op's FLOPs (forward 4·B·H·N²·D,
-halved when causal; backward 2.5× the forward). Writes attention_bench.json, a markdown table and
-a plot (attention_bench.png) under --out, and prints the table.
+halved when causal; backward 2.5× the forward). The triton and cuda columns run each plugin's default
+config, or with --winners (a `kernelzoo db export` file) the config that file stores for the key, where it
+has one. Writes attention_bench.json, a markdown table and a plot (attention_bench.png) under --out, and
+prints the table.
 """
 
 from __future__ import annotations
@@ -46,7 +48,17 @@ def close(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a.float() - b.float()).abs().max() / b.float().abs().max().clamp_min(1e-6))
 
 
-def bench_shape(b: int, h: int, n: int, d: int, causal: bool, budget_ms: float) -> dict:
+def stored_configs(path: str | None) -> dict[tuple, dict]:
+    """(op, plugin, dtype, shape, flags) -> config of every record of a winners export (empty without one)."""
+    if path is None:
+        return {}
+    records = json.loads(Path(path).read_text())["records"]
+    here = torch.cuda.get_device_name()
+    return {(r["op"], r["plugin"], r["dtype"], r["shape"], r["flags"]): r["config"] for r in records
+            if r["device"]["name"] == here}
+
+
+def bench_shape(b: int, h: int, n: int, d: int, causal: bool, budget_ms: float, stored: dict[tuple, dict]) -> dict:
     g = torch.Generator(device="cuda").manual_seed(n * d + causal)
     q, k, v, do = (torch.randn((b, h, n, d), device="cuda", dtype=torch.float16, generator=g) for _ in range(4))
     fwd_spec, bwd_spec = registry.op("attention"), registry.op("attention_backward")
@@ -84,13 +96,16 @@ def bench_shape(b: int, h: int, n: int, d: int, causal: bool, budget_ms: float) 
     for impl in registry.implementations("attention"):
         if impl.plugin not in ("triton", "cuda") or not registry.availability(impl) or impl.supports(fwd_call):
             continue
-        config = impl.config()
+        key = (b, h, n, d, causal)
+        config = impl.config(stored.get(("attention", impl.plugin, "float16", *key_text(key))))
+        row.setdefault("configs", {})[f"fwd/{impl.plugin}"] = config
         o, lse = impl.run(fwd_call, config)
         record("fwd", impl.plugin, lambda impl=impl, c=config: impl.run(fwd_call, c), o, o_ref)
         bwd_impl = registry.impl("attention_backward", impl.plugin)
         bwd_call = bwd_spec.check(q, k, v, o, lse, do, causal=causal)
         if registry.availability(bwd_impl) and not bwd_impl.supports(bwd_call):
-            bc = bwd_impl.config()
+            bc = bwd_impl.config(stored.get(("attention_backward", impl.plugin, "float16", *key_text(key))))
+            row["configs"][f"bwd/{impl.plugin}"] = bc
             record("bwd", impl.plugin, lambda i=bwd_impl, c=bc, call=bwd_call: i.run(call, c),
                    tuple(bwd_impl.run(bwd_call, bc)), grads_ref)
 
@@ -103,6 +118,12 @@ def bench_shape(b: int, h: int, n: int, d: int, causal: bool, budget_ms: float) 
     row["fwd_tflops"] = {k: flops / (t * 1e-3) / 1e12 for k, t in row["fwd"].items() if t}
     row["bwd_tflops"] = {k: 2.5 * flops / (t * 1e-3) / 1e12 for k, t in row["bwd"].items() if t}
     return row
+
+
+def key_text(key: tuple[int, int, int, int, bool]) -> tuple[str, str]:
+    """The shape and flags texts under which the tuner stores a (B, H, N, D, causal) key."""
+    b, h, n, d, causal = key
+    return f"{b}x{h}x{n}x{d}", "causal" if causal else ""
 
 
 def table(rows: list[dict]) -> str:
@@ -147,17 +168,20 @@ def main() -> int:
     parser.add_argument("--out", default=".")
     parser.add_argument("--quick", action="store_true", help="N 1024 and 4096 only")
     parser.add_argument("--budget-ms", type=float, default=150.0)
+    parser.add_argument("--winners", help="a winners export whose configs the triton and cuda columns run")
     args = parser.parse_args()
+    stored = stored_configs(args.winners)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     rows = []
     for shape in shapes(args.quick):
-        rows.append(bench_shape(*shape, budget_ms=args.budget_ms))
+        rows.append(bench_shape(*shape, budget_ms=args.budget_ms, stored=stored))
         print(json.dumps({k: rows[-1][k] for k in ("shape", "causal", "fwd_tflops", "bwd_tflops")}), flush=True)
     meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
             "triton": __import__("triton").__version__, "python": platform.python_version(),
-            "date": time.strftime("%Y-%m-%d"), "seconds": round(time.perf_counter() - start, 1)}
+            "date": time.strftime("%Y-%m-%d"), "seconds": round(time.perf_counter() - start, 1),
+            "configs": f"stored in {args.winners}, else defaults" if args.winners else "defaults"}
     (out / "attention_bench.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     text = table(rows)
     (out / "attention_bench.md").write_text(text + "\n")

@@ -13,8 +13,8 @@
 3. Times (median of CUDA events, L2 flushed: kernelzoo.timing) at B=4 H=32 N=4096, D 64 / 128, causal and
    not, float16, against torch's SDPA FLASH_ATTENTION backend (FlashAttention-2, through the torch plugins,
    which call its aten ops); TFLOP/s count forward 4·B·H·N²·D (halved when causal), backward 2.5× that.
-4. --sweep: every forward config that fits, at the same shapes, against FA2 and cuDNN (registers and spills
-   beside each; its output compared with FA2's).
+4. --sweep: every forward and backward config that fits, at the same shapes, against FA2 and cuDNN (the
+   eight fastest of each, registers and spills beside them; outputs compared with FA2's).
 Exits 1 on any mismatch or error.
 """
 
@@ -168,47 +168,60 @@ def timing(budget_ms: float) -> int:
 
 
 def sweep(budget_ms: float) -> int:
-    """Every forward config that fits each shape, timed against SDPA's FA2 and cuDNN backends."""
+    """Every forward and backward config that fits each shape, timed against SDPA's FA2 and cuDNN backends."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     failures = 0
     g = torch.Generator().manual_seed(2)
-    space = FWD_CUDA.config_space
-    print("\nforward configs, B=4 H=32 N=4096 float16: TFLOP/s, against FA2 and cuDNN; registers, spill bytes")
+    print("\nevery config, B=4 H=32 N=4096 float16: TFLOP/s, against FA2 and cuDNN; registers (the largest of the"
+          " config's kernels), spill bytes; the largest difference from FA2's outputs")
     for d, causal in itertools.product((64, 128), (False, True)):
-        q, k, v = (randn((4, 32, 4096, d), DEVICE, torch.float16, g) for _ in range(3))
-        call = FWD.check(q, k, v, causal=causal)
-        flops = FWD.flops(call)
-        base = {}
+        q, k, v, do = (randn((4, 32, 4096, d), DEVICE, torch.float16, g) for _ in range(4))
+        fwd_call = FWD.check(q, k, v, causal=causal)
+        flops = FWD.flops(fwd_call)
+        base, refs = {}, {}
         for name, backend in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
             with sdpa_kernel(backend):
+                qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
+                o = torch.nn.functional.scaled_dot_product_attention(qg, kg, vg, is_causal=causal)
+                grads = partial(torch.autograd.grad, o, (qg, kg, vg), do, retain_graph=True)
                 sdpa = partial(torch.nn.functional.scaled_dot_product_attention, q, k, v, is_causal=causal)
-                base[name] = flops / (time_fn(sdpa, DEVICE, budget_ms=budget_ms).median_ms * 1e-3) / 1e12
+                base[name, "fwd"] = flops / (time_fn(sdpa, DEVICE, budget_ms=budget_ms).median_ms * 1e-3) / 1e12
+                base[name, "bwd"] = 2.5 * flops / (time_fn(grads, DEVICE, budget_ms=budget_ms).median_ms * 1e-3) / 1e12
                 if name == "flash":
-                    o_flash = sdpa()
-        print(f"D={d} causal={causal}: flash {base['flash']:.0f}, cudnn {base['cudnn']:.0f}", flush=True)
-        rows = []
-        for values in itertools.product(*space.values()):
-            config = dict(zip(space, values))
-            try:
-                FWD_CUDA.shared_memory(call, config)
-            except UnsupportedError:
-                continue
-            try:
-                o, _ = FWD_CUDA.run(call, config)
-                a = FWD_CUDA.kernel("attention_forward", torch.float16, call_defines(call, config)).attributes()
-                err = float((o.float() - o_flash.float()).abs().max())
-                ms = time_fn(partial(FWD_CUDA.run, call, config), DEVICE, budget_ms=budget_ms).median_ms
-            except Exception as exc:
-                print(f"ERROR {config}: {type(exc).__name__}: {exc}")
-                return failures + 1
-            failures += err > 1e-2
-            tf = flops / (ms * 1e-3) / 1e12
-            rows.append((tf, f"  {'/'.join(str(x) for x in values):16s} {tf:4.0f}  {tf / base['flash']:.2f}x flash "
-                             f"{tf / base['cudnn']:.2f}x cudnn  regs {a['registers']} local {a['local_bytes']}"
-                             f"  err {err:.1e}{'  <- MISMATCH' if err > 1e-2 else ''}"))
-        for _, line in sorted(rows, reverse=True):
-            print(line, flush=True)
+                    refs["fwd"], refs["bwd"] = (o.detach(),), grads()
+        o, lse = FWD_CUDA.run(fwd_call, FWD_CUDA.config())
+        bwd_call = BWD.check(q, k, v, o, lse, do, causal=causal)
+        for kind, impl, call, factor in (("fwd", FWD_CUDA, fwd_call, 1.0), ("bwd", BWD_CUDA, bwd_call, 2.5)):
+            flash, cudnn = base["flash", kind], base["cudnn", kind]
+            print(f"{kind} D={d} causal={causal}: flash {flash:.0f}, cudnn {cudnn:.0f}", flush=True)
+            rows, space = [], impl.config_space
+            for values in itertools.product(*space.values()):
+                config = dict(zip(space, values))
+                try:
+                    shared = impl.shared_memory(call, config)
+                except UnsupportedError:
+                    continue
+                try:
+                    out = impl.run(call, config)
+                    out = out if kind == "bwd" else out[:1]
+                    err = max(float((a.float() - r.float()).abs().max()) for a, r in zip(out, refs[kind]))
+                    main = (("attention_forward",) if kind == "fwd" else ("attention_backward_dkdv_dq",)
+                            if config["DQ"] == "atomic" else ("attention_backward_dkdv", "attention_backward_dq"))
+                    attrs = [impl.kernel(name, torch.float16, call_defines(call, config)).attributes()
+                             for name in main if name in shared]
+                    ms = time_fn(partial(impl.run, call, config), DEVICE, budget_ms=budget_ms).median_ms
+                except Exception as exc:
+                    print(f"ERROR {kind} {config}: {type(exc).__name__}: {exc}")
+                    return failures + 1
+                failures += err > 5e-2
+                tf = factor * flops / (ms * 1e-3) / 1e12
+                rows.append((tf, f"  {'/'.join(str(x) for x in values):22s} {tf:4.0f}  {tf / flash:.2f}x flash "
+                                 f"{tf / cudnn:.2f}x cudnn  regs {max(a['registers'] for a in attrs)} local "
+                                 f"{max(a['local_bytes'] for a in attrs)}  err {err:.1e}"
+                                 f"{'  <- MISMATCH' if err > 5e-2 else ''}"))
+            for _, line in sorted(rows, reverse=True)[:8]:
+                print(line, flush=True)
     return failures
 
 
@@ -216,7 +229,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--all-configs", action="store_true", help="check every config of the spaces")
     parser.add_argument("--skip-timing", action="store_true")
-    parser.add_argument("--sweep", action="store_true", help="time every forward config that fits")
+    parser.add_argument("--sweep", action="store_true", help="time every config that fits")
     parser.add_argument("--budget-ms", type=float, default=300.0)
     args = parser.parse_args()
     for impl in KERNELS:
