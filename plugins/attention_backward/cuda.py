@@ -44,14 +44,15 @@ class AttentionBackwardCuda(CudaImplementation):
     # the registers (STATE_REGISTERS) or whose tiles overflow shared memory are rejected.
     config_space = {"BLOCK_OUTER": [64, 128], "BLOCK_INNER": [32, 64], "WARPS": [4, 8], "STAGES": [2, 3],
                     "DQ": ["pass", "atomic"]}
-    # 8 warps of 16 rows: at head dim 128 the dK/dV pass takes 230-236 registers and 102.5 KiB, the dQ pass
-    # 160 and 102 KiB (no spill), the dK/dV pass with atomic dQ 242-244 and 112.5 KiB (255 and 24 bytes of
-    # spill with an attn_mask; -Xptxas -v, NVRTC 13.5, sm_90); valid for every head dim up to 128. DQ "atomic":
-    # 5 products for 7; on the H100 at N >= 4096 the backward ran 14-21% faster than the pass did in the
-    # previous run at D = 128, -1% to +10% at D = 64 (docs/perf/attention-cuda.md).
-    default_config = {"BLOCK_OUTER": 128, "BLOCK_INNER": 32, "WARPS": 8, "STAGES": 2, "DQ": "atomic"}
-    # the default before atomic dQ (docs/perf/attention-cuda.md), so that a short search times both strategies
-    tuning_seeds = ({"DQ": "pass"},)
+    # 8 warps of 16 rows, 64-row steps: at head dim 128 the dK/dV pass with atomic dQ takes 255 registers and
+    # 157 KiB (no spill; 24 bytes with an additive attn_mask; -Xptxas -v, NVRTC 13.5, sm_90), 170-219 at 64;
+    # valid for every head dim up to 128. On the H100 (B=4 H=32 N=4096, 2026-11-26) it ran 0.83-0.90× FA2's
+    # backward, against 0.70-0.78× for the 32-row steps that were the default before (docs/perf/attention-cuda.md).
+    # DQ "atomic": 5 products for 7.
+    default_config = {"BLOCK_OUTER": 128, "BLOCK_INNER": 64, "WARPS": 8, "STAGES": 2, "DQ": "atomic"}
+    # dQ by its own pass, so that a short search times both strategies; and 4 warps of 32 rows with 32-row
+    # steps, the fastest at head dim 64 in the same run (1.00-1.07× FA2), where its tile state fits
+    tuning_seeds = ({"DQ": "pass"}, {"WARPS": 4, "BLOCK_INNER": 32})
 
     def supports(self, call: Call) -> str | None:
         return super().supports(call) or unsupported(call)
