@@ -61,14 +61,15 @@ def configs(impl: Any, all_configs: bool) -> list[dict]:
 
 
 def resources() -> None:
-    print("kernel resources, default config (registers/thread, static shared, local bytes: > 0 = spills; "
+    print("kernel resources, default config (the forward's: the one a call given it runs; registers/thread, "
+          "static shared, local bytes: > 0 = spills; "
           "dynamic shared):")
     for impl, names in KERNELS.items():
         for d, causal in itertools.product((64, 128), (False, True)):
             q = torch.zeros((1, 1, 128, d), device=DEVICE, dtype=torch.float16)
             call = FWD.check(q, q, q, causal=causal) if impl is FWD_CUDA else BWD.check(
                 q, q, q, q, torch.zeros((1, 1, 128), device=DEVICE), q, causal=causal)
-            config = impl.config()
+            config = FWD_CUDA.fitted(call, impl.config()) if impl is FWD_CUDA else impl.config()
             shared = impl.shared_memory(call, config)
             for name in names:
                 a = impl.kernel(name, torch.float16, call_defines(call, config)).attributes()

@@ -118,13 +118,15 @@ class AttentionCuda(CudaImplementation):
     # overflow shared memory are rejected.
     config_space = {"BLOCK_M": [64, 128], "BLOCK_N": [32, 64, 128], "WARPS": [4, 8], "STAGES": [2, 3],
                     "Q_REGS": [1, 0]}
-    # 8 warps of 16 rows: at head dim 128, 198 registers (no spill) and 102 KiB of shared memory; at 64, two
-    # blocks per SM (cuda.cu's MIN_BLOCKS: 128 registers, 8 bytes of spill) of 54 KiB. Valid for every head
-    # dim up to 128.
-    default_config = {"BLOCK_M": 128, "BLOCK_N": 64, "WARPS": 8, "STAGES": 2, "Q_REGS": 1}
-    # 4 warps of 32 rows, the fastest on the H100 (docs/perf/attention-cuda.md): q from shared memory at head
-    # dim 128 (FlashAttention-2's tiles), from registers at 64; and 32-key tiles, which spill nothing at 128.
-    tuning_seeds = ({"WARPS": 4, "Q_REGS": 0}, {"WARPS": 4}, {"WARPS": 4, "BLOCK_N": 32, "Q_REGS": 0})
+    # 4 warps of 32 rows, 64-key tiles, q in registers: the fastest at head dim 64 on the H100 (1.02× FA2 at
+    # N = 4096; docs/perf/attention-cuda.md). Where it does not fit a call (its tile state at head dims past 64,
+    # or with an attn_mask), a call given it runs the first fallback that fits: q from shared memory (FA2's tiles
+    # at head dim 128, 1.01-1.03× FA2), then 8 warps of 16 rows (every call up to head dim 128, masks included:
+    # 195 registers and 102 KiB at 128, 0.75-0.84× FA2).
+    default_config = {"BLOCK_M": 128, "BLOCK_N": 64, "WARPS": 4, "STAGES": 2, "Q_REGS": 1}
+    fallbacks = ({"Q_REGS": 0}, {"WARPS": 8})
+    # 32-key tiles with q from shared memory, which spill nothing at 128; 8 warps of 16 rows
+    tuning_seeds = ({"WARPS": 4, "BLOCK_N": 32, "Q_REGS": 0}, {"WARPS": 8})
 
     def supports(self, call: Call) -> str | None:
         return super().supports(call) or unsupported(call)
@@ -140,10 +142,24 @@ class AttentionCuda(CudaImplementation):
         check_fit(self.key, config, call, state, budget, shared)
         return {"attention_forward": shared}
 
+    def fitted(self, call: Call, config: Mapping[str, Any]) -> dict[str, Any]:
+        """``config``; or where it is the default and does not fit ``call``, the first fallback that does."""
+        if config != self.config():
+            return dict(config)
+        for overrides in ({}, *self.fallbacks):
+            candidate = self.config(overrides)
+            try:
+                self.shared_memory(call, candidate)
+            except UnsupportedError:
+                continue
+            return candidate
+        return dict(config)  # fits nothing: shared_memory() says why
+
     def run(self, call: Call, config: dict) -> tuple[torch.Tensor, torch.Tensor]:
         trivial = trivial_forward(call)
         if trivial is not None:
             return trivial
+        config = self.fitted(call, config)
         shared = self.shared_memory(call, config)["attention_forward"]
         q, k, v = (aligned_rows(call.inputs[name]) for name in ("q", "k", "v"))
         (batch, heads, n_q, d), (_, kv_heads, n_k, _) = q.shape, k.shape

@@ -1,0 +1,72 @@
+"""The cuda attention forward's configs against calls, without a GPU: which config a call given the default
+runs, that it fits, and that what the register rule admits compiles without a large spill (NVRTC, sm_90)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+from kernelzoo_plugins.attention import cuda as attention_cuda
+
+from kernelzoo.backends import cuda
+from kernelzoo.errors import UnsupportedError
+from kernelzoo.registry import registry
+
+OP, IMPL = registry.op("attention"), registry.impl("attention", "cuda")
+H100_SHARED = 227 * 1024
+
+
+@pytest.fixture(autouse=True)
+def h100_shared_memory(monkeypatch):
+    """The H100's shared memory per block, which the fit check asks the device for."""
+    monkeypatch.setattr(attention_cuda, "shared_limit", lambda device: H100_SHARED)
+
+
+def forward_call(d: int, masked: bool, dtype: torch.dtype = torch.float16):
+    q = torch.zeros((1, 2, 33, d), dtype=dtype)
+    mask = {"attn_mask": torch.ones((33, 33), dtype=torch.bool)} if masked else {}
+    return OP.check(q, q, q, **mask)
+
+
+@pytest.mark.parametrize(("d", "masked", "warps", "q_regs"), [
+    (64, False, 4, 1),   # the default itself
+    (16, True, 4, 1),    # small tiles fit the masked budget too
+    (128, False, 4, 0),  # 32 rows of accumulators leave no room for q's fragments
+    (64, True, 8, 1),    # an attn_mask's index arithmetic: 8 warps of 16 rows
+    (128, True, 8, 1),
+])
+def test_the_default_falls_back_where_it_does_not_fit(d, masked, warps, q_regs):
+    config = IMPL.fitted(forward_call(d, masked), IMPL.config())
+    assert (config["WARPS"], config["Q_REGS"]) == (warps, q_regs)
+
+
+@pytest.mark.parametrize("masked", [False, True])
+@pytest.mark.parametrize("d", range(8, 129, 8))
+def test_a_call_given_the_default_gets_a_config_that_fits(d, masked):
+    call = forward_call(d, masked)
+    IMPL.shared_memory(call, IMPL.fitted(call, IMPL.config()))  # raises UnsupportedError where it does not fit
+
+
+def test_a_config_other_than_the_default_is_run_as_given():
+    call = forward_call(128, masked=False)
+    config = IMPL.config({"BLOCK_N": 128})  # 4 warps, q in registers: 320 registers of tile state at 128
+    assert IMPL.fitted(call, config) == config
+    with pytest.raises(UnsupportedError, match="registers of tile state"):
+        IMPL.shared_memory(call, config)
+
+
+def spill_bytes(defines: dict) -> int:
+    cuda.compile_cubin(IMPL.read_source("cuda.cu"), defines={"T": "kz_half", **defines},
+                       options=["--ptxas-options=-v"], arch="sm_90", name="cuda.cu")
+    return max(int(n) for n in re.findall(r"(\d+) bytes spill stores", cuda.last_log()))
+
+
+@pytest.mark.skipif(not cuda.compile_available()[0], reason="NVRTC not available")
+@pytest.mark.parametrize(("d", "masked"), [(64, False), (128, False), (64, True), (128, True)])
+def test_the_default_that_a_call_runs_compiles_without_a_large_spill(d, masked):
+    """The register rule (STATE_REGISTERS) keeps what it admits near no spill. NVRTC 13.5 gives 0-16 bytes (16 at
+    head dim 128 without a mask, FlashAttention-2's tiles); the test allows 64, against hundreds past the rule."""
+    call = forward_call(d, masked)
+    defines = attention_cuda.call_defines(call, IMPL.fitted(call, IMPL.config()))
+    assert spill_bytes({k: v for k, v in defines.items() if k.isupper()}) <= 64
