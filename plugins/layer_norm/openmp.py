@@ -32,16 +32,18 @@ class LayerNormOpenMP(OpenMPImplementation):
     def run(self, call: Call, config: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         x, shape = call.inputs["x"], call.params["normalized_shape"]
         n = math.prod(shape)
-        x2d = as_rows(x, n)  # (rows, n), column stride 1
-        rows = x2d.shape[0]
-        y = call.empty((rows, n))
-        mean, rstd = call.empty((rows,), torch.float32), call.empty((rows,), torch.float32)
+        # The outputs in their final shapes: no views to make afterwards (a view costs microseconds on the CPU)
+        y = call.empty(x.shape)
+        stats = stats_shape(x, shape)
+        mean, rstd = call.empty(stats, torch.float32), call.empty(stats, torch.float32)
         if n == 0:
             mean.fill_(math.nan), rstd.fill_(math.nan)
-        elif rows:
+        elif y.numel():
+            # (rows, n) with column stride 1: x itself when contiguous, else a view or a copy
+            x2d = x if x.is_contiguous() else as_rows(x, n)
             w, b = call.inputs.get("weight"), call.inputs.get("bias")
             w, b = (t.contiguous() if t is not None else None for t in (w, b))
-            self._lib.layer_norm_fwd(ptr(x2d), optional_ptr(w), optional_ptr(b), ptr(y), ptr(mean), ptr(rstd), rows,
-                                     n, x2d.stride(0), call.params["eps"], config["threads"])
-        stats = stats_shape(x, shape)
-        return y.view(x.shape), mean.view(stats), rstd.view(stats)
+            self._lib.layer_norm_fwd(ptr(x2d), optional_ptr(w), optional_ptr(b), ptr(y), ptr(mean), ptr(rstd),
+                                     y.numel() // n, n, n if x2d is x else x2d.stride(0), call.params["eps"],
+                                     config["threads"])
+        return y, mean, rstd
