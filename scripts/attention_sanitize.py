@@ -3,8 +3,8 @@
     PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck python scripts/attention_sanitize.py
 
 N = 1, 97, 1025 (and Nq != Nk), causal and not, D 24, 64 and 128, float16, forward and backward with the
-default config (the forward also with 4 warps of 32 rows reading q from shared memory, the backward with both
-of its dQ strategies). At D = 24 (compiled for 32) every row's last chunk lies past d: the loads zero-fill it
+default config (the forward also with 32-key tiles and q read from shared memory, the backward with both of
+its dQ strategies). At D = 24 (compiled for 32) every row's last chunk lies past d: the loads zero-fill it
 and must read nothing there. Without torch's caching allocator every
 tensor is its own allocation, so a read or write past any of them is reported.
 """
