@@ -136,6 +136,32 @@ def test_launch_arguments_are_checked_before_the_driver():
         kernel(grid=(1, 1, 1, 1), block=1)
 
 
+def test_launch_arguments_are_packed_as_a_c_struct_of_them():
+    """The parameter buffer handed to cuLaunchKernel has each argument where a C struct of the kernel's
+    parameter types puts it (what the driver reads), padding included."""
+    import cffi
+    import numpy as np
+
+    ffi = cffi.FFI()
+    ffi.cdef("struct params { int a; unsigned long long p; float f; long long n; signed char c; double d;"
+             " short h; unsigned long long none; _Bool b; int flag; };")
+    args = (7, None, 0.5, cuda.I64(-(2**40)), np.int8(-3), np.float64(0.25), np.int16(-300), None,
+            np.bool_(True), True)
+    data, layout = cuda._pack(args)
+    assert len(data) == layout.size[0] <= ffi.sizeof("struct params")
+    padded = bytearray(data) + bytes(ffi.sizeof("struct params") - len(data))
+    view = ffi.cast("struct params *", ffi.from_buffer(padded))
+    assert (view.a, view.p, view.f, view.n, view.c, view.d, view.h, view.none, view.b, view.flag) == \
+        (7, 0, 0.5, -(2**40), -3, 0.25, -300, 0, True, 1)
+
+
+def test_a_second_launch_of_other_values_reuses_the_layout():
+    first, layout = cuda._pack((1, 2.0, cuda.I64(3)))
+    second, again = cuda._pack((4, 5.0, cuda.I64(6)))
+    assert again is layout and first != second
+    assert cuda._pack((1, 2.0, 3))[1] is not layout  # an int where an I64 was: another layout
+
+
 # ------------------------------------------------------------------------------------------- GPU needed
 
 
@@ -153,6 +179,25 @@ def test_launch_doubles_a_tensor(dtype):
     twice(x, y, x.numel(), grid=_cdiv(x.numel(), 256), block=256)
     torch.cuda.synchronize()
     assert torch.equal(y, x * 2)
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_the_kernel_reads_each_argument_where_it_was_packed():
+    import numpy as np
+
+    source = r"""
+    extern "C" __global__ void echo(signed char c, double* out, int i, short h, long long n, float f,
+                                    const float* x, double d, unsigned char u) {
+      out[0] = c; out[1] = i; out[2] = h; out[3] = (double)n; out[4] = f; out[5] = x[1]; out[6] = d;
+      out[7] = u;
+    }"""
+    out = torch.zeros(8, device="cuda", dtype=torch.float64)
+    x = torch.tensor([1.0, -2.5], device="cuda")
+    cuda.load(source).function("echo")(np.int8(-5), out, -(2**31), np.int16(1234), cuda.I64(2**40 + 3), 0.75, x,
+                                       np.float64(1e-300), np.uint8(200), grid=1, block=1)
+    torch.cuda.synchronize()
+    assert out.tolist() == [-5, -(2**31), 1234, 2**40 + 3, 0.75, -2.5, 1e-300, 200]
 
 
 @pytest.mark.gpu

@@ -37,6 +37,7 @@ import importlib.util
 import json
 import operator
 import os
+import struct
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -146,11 +147,6 @@ _NVRTC_ERROR_COMPILATION = 6
 _MAX_DYNAMIC_SHARED_SIZE_BYTES = 8  # a CU_FUNC_ATTRIBUTE_*, like the values of _ATTRIBUTES
 _ATTRIBUTES = {"registers": 4, "static_shared_bytes": 1, "local_bytes": 3, "max_threads_per_block": 0}
 _DTYPE_DEFINES = {torch.float32: "float", torch.float16: "kz_half", torch.bfloat16: "kz_bf16"}
-_NUMPY_CTYPES = {  # numpy dtype.kind + itemsize -> C type
-    "b1": "bool", "i1": "signed char", "u1": "unsigned char", "i2": "short", "u2": "unsigned short",
-    "i4": "int", "u4": "unsigned int", "i8": "long long", "u8": "unsigned long long",
-    "f4": "float", "f8": "double",
-}
 _cubins: dict[str, tuple[bytes, str]] = {}  # cache key -> (cubin, NVRTC log)
 _modules: dict[tuple[Any, ...], Module] = {}
 _last_log = ""
@@ -401,6 +397,8 @@ class Module:
 
 
 def _dims(value: tuple[int, ...] | int, what: str) -> tuple[int, int, int]:
+    if type(value) is int and value >= 0:  # the common case, without the checks below
+        return value, 1, 1
     try:  # operator.index: numpy and torch integers are welcome, floats are not
         dims = tuple(map(operator.index, value if isinstance(value, (tuple, list)) else (value,)))
     except TypeError:
@@ -410,28 +408,98 @@ def _dims(value: tuple[int, ...] | int, what: str) -> tuple[int, int, int]:
     return (*dims, 1, 1)[:3]  # type: ignore[return-value]
 
 
-def _arg(i: int, value: object) -> Any:
-    """A C copy of launch argument ``value`` (its address goes into cuLaunchKernel's kernelParams)."""
+# Launch arguments reach cuLaunchKernel as one buffer, laid out as a C struct of the kernel's parameters
+# (each at its natural alignment: struct's native "@" layout), through its `extra` argument
+# (CU_LAUNCH_PARAM_BUFFER_POINTER, CU_LAUNCH_PARAM_BUFFER_SIZE, CU_LAUNCH_PARAM_END). One struct.pack per
+# launch instead of a C copy per argument: 28 arguments took 7.7 µs as copies, 0.4 µs packed (2-core Xeon).
+_BUFFER_POINTER, _BUFFER_SIZE, _LAUNCH_END = _ffi.cast("void *", 1), _ffi.cast("void *", 2), _ffi.NULL
+_STRUCT_CODES = {int: "i", bool: "i", float: "f", I64: "q", type(None): "Q"}  # a tensor: "Q", its address
+_NUMPY_CODES = {  # numpy dtype.kind + itemsize -> struct code
+    "b1": "?", "i1": "b", "u1": "B", "i2": "h", "u2": "H", "i4": "i", "u4": "I", "i8": "q", "u8": "Q",
+    "f4": "f", "f8": "d",
+}
+
+
+class _Layout:
+    """How launch arguments of one tuple of types are packed: the struct, its size for the driver, and the
+    positions of the arguments that are not passed as they are (tensors, None, numpy scalars)."""
+
+    def __init__(self, args: Sequence[object]) -> None:
+        codes = []
+        self.converted: list[int] = []
+        for i, value in enumerate(args):
+            code = _STRUCT_CODES.get(type(value))
+            if code is None:
+                code = _numpy_code(value) or ("Q" if isinstance(value, torch.Tensor) else None)
+                if code is None:
+                    raise TypeError(f"kernel argument {i} is a {type(value).__name__}; expected a CUDA tensor, None, "
+                                    "bool, int, float, I64 or a numpy scalar")
+            if code == "Q" or type(value) not in _STRUCT_CODES:
+                self.converted.append(i)
+            codes.append(code)
+        self.struct = struct.Struct("@" + "".join(codes))
+        self.size = _ffi.new("size_t *", self.struct.size)  # read by the driver at each launch
+
+
+def _numpy_code(value: object) -> str | None:
+    dtype = getattr(value, "dtype", None)  # numpy first: numpy.float64 is a float, but goes as a double
+    if type(value).__module__ == "numpy" and getattr(value, "shape", None) == () and dtype is not None:
+        return _NUMPY_CODES.get(f"{dtype.kind}{dtype.itemsize}")
+    return None
+
+
+def _converted(i: int, value: object) -> object:
+    """The value packed for launch argument ``i`` that is a tensor (its address), None (0) or a numpy scalar."""
+    if value is None:
+        return 0
     if isinstance(value, torch.Tensor):
         if not value.is_cuda:
             raise ValueError(f"kernel argument {i} is a tensor on {value.device}, not on a CUDA device")
-        return _ffi.new("CUdeviceptr *", value.data_ptr())
-    if value is None:
-        return _ffi.new("CUdeviceptr *", 0)
-    dtype = getattr(value, "dtype", None)  # numpy first: numpy.float64 is a float, but goes as a double
-    if type(value).__module__ == "numpy" and getattr(value, "shape", None) == () and dtype is not None:
-        if ctype := _NUMPY_CTYPES.get(f"{dtype.kind}{dtype.itemsize}"):
-            return _ffi.new(f"{ctype} *", value.item())  # type: ignore[attr-defined]
-    elif isinstance(value, I64):
-        return _ffi.new("long long *", value)
-    elif isinstance(value, int):  # bool included
-        if not -(2**31) <= value < 2**31:
-            raise OverflowError(f"kernel argument {i} = {value} does not fit a 32-bit int; pass I64({value})")
-        return _ffi.new("int *", value)
-    elif isinstance(value, float):
-        return _ffi.new("float *", value)
-    raise TypeError(f"kernel argument {i} is a {type(value).__name__}; expected a CUDA tensor, None, bool, "
-                    "int, float, I64 or a numpy scalar")
+        return value.data_ptr()
+    return value.item()  # type: ignore[attr-defined]
+
+
+_layouts: dict[tuple[type, ...], _Layout] = {}
+
+
+def _pack(args: tuple[object, ...]) -> tuple[bytes, _Layout]:
+    """The launch arguments as the kernel's parameter buffer, and its layout."""
+    kinds = tuple(map(type, args))
+    layout = _layouts.get(kinds)
+    if layout is None:
+        layout = _layouts[kinds] = _Layout(args)
+    values = list(args)
+    for i in layout.converted:
+        values[i] = _converted(i, values[i])
+    try:
+        return layout.struct.pack(*values), layout
+    except struct.error:
+        for i, value in enumerate(args):
+            if type(value) in (int, bool) and not -(2**31) <= value < 2**31:
+                raise OverflowError(f"kernel argument {i} = {value} does not fit a 32-bit int; pass I64({value})") \
+                    from None
+        raise
+
+
+@functools.cache
+def _raw_stream_function() -> Any:
+    return getattr(torch._C, "_cuda_getCurrentRawStream", None)  # the address alone: no Stream object made
+
+
+def _stream_handle(stream: torch.cuda.Stream | int | None, device: int) -> int:
+    """The CUstream address of ``stream``; by default torch's current stream on ``device``."""
+    if stream is None:
+        current = _raw_stream_function()
+        if current is not None:
+            return current(device)
+        stream = torch.cuda.current_stream(device)
+    return getattr(stream, "cuda_stream", stream)  # type: ignore[return-value]
+
+
+def _is_current(device: int) -> bool:
+    """Whether ``device``'s primary context is the thread's current one (then a launch needs no switch)."""
+    current = _ffi.new("CUcontext *")
+    return _driver().cuCtxGetCurrent(current) == 0 and current[0] == _primary_context(device)
 
 
 class Kernel:
@@ -458,15 +526,19 @@ class Kernel:
         grid_dims, block_dims = _dims(grid, "grid"), _dims(block, "block")
         if 0 in grid_dims:
             return  # nothing to do, and CUDA calls an empty grid an error
-        params = [_arg(i, a) for i, a in enumerate(args)]  # kept alive until cuLaunchKernel has copied them
-        if stream is None:
-            stream = torch.cuda.current_stream(self.module.device)
-        c_stream = _ffi.cast("CUstream", getattr(stream, "cuda_stream", stream))
-        if shared_mem > 0:
+        data, layout = _pack(args)  # kept alive until cuLaunchKernel has copied it
+        device = self.module.device
+        c_stream = _ffi.cast("CUstream", _stream_handle(stream, device))
+        if shared_mem > 0 and (self._dynamic_shared_limit is None or shared_mem > self._dynamic_shared_limit):
             self._allow_dynamic_shared(shared_mem)
-        with _context(self.module.device):
-            rc = _driver().cuLaunchKernel(self._handle, *grid_dims, *block_dims, shared_mem, c_stream,
-                                          _ffi.new("void *[]", params) if params else _ffi.NULL, _ffi.NULL)
+        extra = (_ffi.new("void *[5]", [_BUFFER_POINTER, _ffi.from_buffer(data), _BUFFER_SIZE, layout.size,
+                                        _LAUNCH_END]) if args else _ffi.NULL)
+        launch = _driver().cuLaunchKernel
+        if _is_current(device):
+            rc = launch(self._handle, *grid_dims, *block_dims, shared_mem, c_stream, _ffi.NULL, extra)
+        else:
+            with _context(device):
+                rc = launch(self._handle, *grid_dims, *block_dims, shared_mem, c_stream, _ffi.NULL, extra)
         if rc != 0:
             what = f"grid={grid_dims}, block={block_dims}, shared_mem={shared_mem}"
             _check(f"cuLaunchKernel({self.name}, {what})", rc)
@@ -515,7 +587,8 @@ class CudaImplementation(Implementation):
 
     def kernel(self, name: str, dtype: torch.dtype, config: Mapping[str, Any]) -> Kernel:
         """Kernel ``name`` of this plugin's source, built for ``dtype`` and ``config``, on the current device."""
-        key = (name, dtype, tuple(sorted(config.items())), torch.cuda.current_device())
+        # config's items in their order: the same config in another order is another key to the same module
+        key = (name, dtype, tuple(config.items()), torch.cuda.current_device())
         kernels = self.__dict__.setdefault("_kernels", {})  # a dict lookup per launch, once built
         if key not in kernels:
             source = self.read_source(self.sources[0])

@@ -29,6 +29,7 @@ also takes ``kv_heads=``, ``n_k=``, ``causal=`` and ``scale=`` keywords for othe
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -283,7 +284,14 @@ def flash_applies(call: Call) -> bool:
     return (q.is_cuda and q.dtype in (torch.float16, torch.bfloat16) and "attn_mask" not in call.inputs
             and q.shape[3] % 8 == 0 and q.shape[3] <= 256
             and not (call.params["causal"] and q.shape[2] != k.shape[2])
-            and torch.cuda.get_device_capability(q.device) >= (8, 0)
+            and _flash_device(q.device.index))
+
+
+@functools.cache
+def _flash_device(index: int | None) -> bool:
+    """Whether torch's FlashAttention-2 ops exist and run on CUDA device ``index`` (sm_80 and newer); asked
+    once per device, as every call of the torch plugins on a GPU asks it."""
+    return (torch.cuda.get_device_capability(index) >= (8, 0)
             and hasattr(torch.ops.aten, "_scaled_dot_product_flash_attention_backward"))
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from kernelzoo.backends.cuda import I64, CudaImplementation
+from kernelzoo.backends.cuda import I64, CudaImplementation, Kernel
 from kernelzoo.errors import UnsupportedError
 from kernelzoo.registry import Call
 
@@ -101,6 +101,14 @@ def check_fit(key: str, config: Mapping[str, Any], call: Call, state_words: floa
         raise UnsupportedError(f"{key}: {config} needs {shared} bytes of shared memory; a block has {limit}")
 
 
+def plan_key(call: Call, config: Mapping[str, Any]) -> tuple:
+    """What the kernels, tiles and shared memory that run ``config`` for ``call`` depend on: the config, the head
+    dim, the dtypes of the inputs and the mask, causal, the scale's sign, and the current device."""
+    q, mask = call.inputs["q"], call.inputs.get("attn_mask")
+    return (tuple(config.items()), q.shape[3], q.dtype, None if mask is None else mask.dtype, call.params["causal"],
+            call.params["scale"] > 0, torch.cuda.current_device())
+
+
 def call_defines(call: Call, config: Mapping[str, Any]) -> dict[str, Any]:
     """``config`` plus the call's code-shaping defines: HEAD_DIM, CAUSAL, SCALE_POSITIVE and the mask's."""
     return {**config, **mask_args(call)[2], "HEAD_DIM": kernel_head_dim(call.inputs["q"].shape[3]),
@@ -155,18 +163,29 @@ class AttentionCuda(CudaImplementation):
             return candidate
         return dict(config)  # fits nothing: shared_memory() says why
 
+    def plan(self, call: Call, config: Mapping[str, Any]) -> tuple[Kernel, int, int, int]:
+        """(kernel, BLOCK_M, threads, shared bytes) that run ``config``, fitted, for ``call``: worked out and
+        compiled at a key's first call, then a lookup (fitting the default took 2-9 µs of host per call)."""
+        plans = self.__dict__.setdefault("_plans", {})
+        key = plan_key(call, config)
+        found = plans.get(key)
+        if found is None:
+            fitted = self.fitted(call, config)
+            shared = self.shared_memory(call, fitted)["attention_forward"]
+            kernel = self.kernel("attention_forward", call.dtype, call_defines(call, fitted))
+            found = plans[key] = (kernel, fitted["BLOCK_M"], 32 * fitted["WARPS"], shared)
+        return found
+
     def run(self, call: Call, config: dict) -> tuple[torch.Tensor, torch.Tensor]:
         trivial = trivial_forward(call)
         if trivial is not None:
             return trivial
-        config = self.fitted(call, config)
-        shared = self.shared_memory(call, config)["attention_forward"]
+        kernel, block_m, threads, shared = self.plan(call, config)
         q, k, v = (aligned_rows(call.inputs[name]) for name in ("q", "k", "v"))
         (batch, heads, n_q, d), (_, kv_heads, n_k, _) = q.shape, k.shape
         o, lse = like(call, q), call.empty((batch, heads, n_q), torch.float32)
         mask, mask_strides, _ = mask_args(call)
-        kernel = self.kernel("attention_forward", q.dtype, call_defines(call, config))
         kernel(q, k, v, mask, o, lse, *strides(q), *strides(k), *strides(v), *strides(o), *mask_strides,
                heads, heads // kv_heads, n_q, n_k, d, call.params["scale"] * LOG2E,
-               grid=(-(-n_q // config["BLOCK_M"]), batch * heads), block=32 * config["WARPS"], shared_mem=shared)
+               grid=(-(-n_q // block_m), batch * heads), block=threads, shared_mem=shared)
         return o, lse

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from kernelzoo.backends.cuda import CudaImplementation
+from kernelzoo.backends.cuda import CudaImplementation, Kernel
 from kernelzoo.registry import Call
 
 from ..attention.cuda import (
@@ -25,6 +25,7 @@ from ..attention.cuda import (
     check_fit,
     kernel_head_dim,
     mask_args,
+    plan_key,
     row_tiles,
     strides,
     unsupported,
@@ -79,11 +80,26 @@ class AttentionBackwardCuda(CudaImplementation):
         return {"attention_backward_delta": 0, "attention_backward_dkdv": dkdv, "attention_backward_dkdv_dq": dkdv_dq,
                 "attention_backward_dq": tiles, "attention_backward_dq_convert": 0}
 
+    def plan(self, call: Call, config: Mapping[str, Any]) -> tuple[dict[str, Kernel], dict[str, int]]:
+        """The kernels that run ``config`` for ``call`` (delta, dK/dV, and the dQ pass or dQ's conversion) and
+        their shared bytes: worked out and compiled at a key's first call, then a lookup."""
+        plans = self.__dict__.setdefault("_plans", {})
+        key = plan_key(call, config)
+        found = plans.get(key)
+        if found is None:
+            shared = self.shared_memory(call, config)
+            defines = call_defines(call, config)
+            names = ("attention_backward_delta",
+                     *(("attention_backward_dkdv_dq", "attention_backward_dq_convert") if config["DQ"] == "atomic"
+                       else ("attention_backward_dkdv", "attention_backward_dq")))
+            found = plans[key] = ({name: self.kernel(name, call.dtype, defines) for name in names}, shared)
+        return found
+
     def run(self, call: Call, config: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         trivial = trivial_backward(call)
         if trivial is not None:
             return trivial
-        shared = self.shared_memory(call, config)
+        kernels, shared = self.plan(call, config)
         q, k, v, o, do = (aligned_rows(call.inputs[name]) for name in ("q", "k", "v", "o", "do"))
         lse = call.inputs["lse"].contiguous()
         (batch, heads, n_q, d), (_, kv_heads, n_k, _) = q.shape, k.shape
@@ -92,24 +108,23 @@ class AttentionBackwardCuda(CudaImplementation):
         atomic = config["DQ"] == "atomic"
         dq_accum = torch.zeros((batch, heads, n_q, d), dtype=torch.float32, device=q.device) if atomic else None
         mask, mask_strides, _ = mask_args(call)
-        defines = call_defines(call, config)
         scale = call.params["scale"]
         outer, group, threads = config["BLOCK_OUTER"], heads // kv_heads, 32 * config["WARPS"]
 
-        self.kernel("attention_backward_delta", q.dtype, defines)(
+        kernels["attention_backward_delta"](
             o, do, delta, *strides(o), *strides(do), heads, n_q, d,
             grid=(-(-n_q // DELTA_ROWS), batch * heads), block=256)
         dkdv = "attention_backward_dkdv_dq" if atomic else "attention_backward_dkdv"
-        self.kernel(dkdv, q.dtype, defines)(
+        kernels[dkdv](
             q, k, v, mask, do, lse, delta, dk, dv, dq_accum, *strides(q), *strides(k), *strides(v), *strides(do),
             *strides(dk), *strides(dv), *mask_strides, heads, kv_heads, group, n_q, n_k, d, scale * LOG2E, scale,
             grid=(-(-n_k // outer), batch * kv_heads), block=threads, shared_mem=shared[dkdv])
         if atomic:
-            self.kernel("attention_backward_dq_convert", q.dtype, defines)(
+            kernels["attention_backward_dq_convert"](
                 dq_accum, dq, *strides(dq), heads, n_q, d, scale,
                 grid=(-(-n_q * d // (8 * CONVERT_CHUNKS)), batch * heads), block=CONVERT_CHUNKS)
         else:
-            self.kernel("attention_backward_dq", q.dtype, defines)(
+            kernels["attention_backward_dq"](
                 q, k, v, mask, do, lse, delta, dq, *strides(q), *strides(k), *strides(v), *strides(do),
                 *strides(dq), *mask_strides, heads, group, n_q, n_k, d, scale * LOG2E, scale,
                 grid=(-(-n_q // outer), batch * heads), block=threads, shared_mem=shared["attention_backward_dq"])
