@@ -6,12 +6,14 @@ values each fail in one way, is shared by the tests of this module.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from sqlalchemy import select
 from tuning_helpers import planted_toys, temporary_db
 
 from kernelzoo.db.models import Outcome, TrialModel
-from kernelzoo.db.records import winners
+from kernelzoo.db.records import save_winner, winners
 from kernelzoo.db.store import open_store
 from kernelzoo.tuner.pool import WorkerPool
 from kernelzoo.tuner.search import TuneOptions, _first_params
@@ -83,6 +85,23 @@ def test_tpe_measures_the_default_config_then_the_seeds(tmp_path, monkeypatch, t
         configs = store.transaction(lambda s: [t.config for t in s.scalars(
             select(TrialModel).where(TrialModel.plugin == "planted").order_by(TrialModel.trial_id))])
     assert configs == [{"mode": mode} for mode in measured]
+
+
+def test_the_reported_winner_is_dispatch_s_pick_among_every_plugin_stored_for_the_key(tmp_path, monkeypatch):
+    """A run of one plugin reports the plugin dispatch will run for the key: a faster winner of another plugin,
+    stored by an earlier run, beats the one this run found."""
+    with temporary_db(tmp_path, monkeypatch) as url, planted_toys(monkeypatch):
+        store = open_store(url)
+        options = TuneOptions(trials=1, timeout_s=TIMEOUT_S, budget_ms=5, warmup=1, calibrate=False)
+        key = {"device": "cpu", "shapes": [(257,)], "dtypes": ["float32"], "options": options}
+        with WorkerPool(TIMEOUT_S) as pool:
+            (first,) = tune_op(store, pool, "kz_toy", plugins=["python"], **key)
+            (python,) = winners(store, op="kz_toy")
+            save_winner(store, dataclasses.replace(python, time_ms=python.time_ms * 1e-3, spread=0.0))
+            (second,) = tune_op(store, pool, "kz_toy", plugins=["planted"], **key)
+        assert first.winner == "python"
+        assert {w.plugin for w in winners(store, op="kz_toy")} == {"python", "planted"}
+        assert second.winner == "python"
 
 
 def test_first_params_keeps_the_configs_in_the_space_once_in_order():

@@ -16,7 +16,7 @@ import torch
 
 from kernelzoo import dispatch
 from kernelzoo.db import records
-from kernelzoo.db.ranking import pick_winner
+from kernelzoo.db.ranking import by_key, pick_winner
 from kernelzoo.db.store import Store
 from kernelzoo.errors import ArgumentError, UnsupportedError
 from kernelzoo.fingerprint import Fingerprint, cpu_fingerprint
@@ -169,6 +169,18 @@ def _tune_key(store: Store, pool: WorkerPool, op: str, names: list[str], device:
         reasons = "; ".join(f"{r.plugin}: {r.skipped}" for r in plugin_reports)
         raise UnsupportedError(f"{op}: no plugin could be asked about {dtype} {shape} on {device}: {reasons}")
     report.plugins = plugin_reports
-    winners = [r.result.winner for r in plugin_reports if r.result is not None and r.result.winner is not None]
-    report.winner = pick_winner(winners, torch.device(device).type).plugin if winners else None
+    report.winner = _key_winner(store, report, fp)
+    if report.winner is None:  # nothing current stored (a read-only store, say): this run's fastest
+        winners = [r.result.winner for r in plugin_reports if r.result is not None and r.result.winner is not None]
+        report.winner = pick_winner(winners, torch.device(device).type).plugin if winners else None
     return report
+
+
+def _key_winner(store: Store, report: ShapeReport, fp: Fingerprint) -> str | None:
+    """The plugin dispatch runs for the report's key: the pick among every current winner stored for it, those of
+    plugins tuned earlier included (a run of ``--plugin cuda`` is compared with the Triton winner already there)."""
+    rows = [w for w in records.winners(store, op=report.op, device_hash=fp.hash, dtype=report.dtype,
+                                       flags=report.flags) if w.bucket == report.bucket]
+    for winner, _current, _stale in by_key(rows):
+        return winner.plugin if winner is not None else None
+    return None
