@@ -44,6 +44,16 @@ __device__ __forceinline__ void cluster_barrier() {
   asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
 
+// The two halves of cluster_barrier(): a block that has read what it needs of the others' shared memory
+// arrives, goes on with its own work, and waits before it exits (or writes what the others may still read).
+__device__ __forceinline__ void cluster_arrive() {
+  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+}
+
+__device__ __forceinline__ void cluster_wait() {
+  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
 // *p in the shared memory of the cluster's block `rank` (p: an address in this block's shared memory).
 __device__ __forceinline__ float2 load_cluster(const float2* p, unsigned rank) {
   const unsigned local = (unsigned)__cvta_generic_to_shared(p);

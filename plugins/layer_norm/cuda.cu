@@ -6,9 +6,10 @@
 //   8192 x 8192 fp32 is 537 MB, 0.179 ms at 3.0 TB/s). The mean, then the variance of the deviations held
 //   in registers (two-pass: exact, no cancellation), each a shuffle (and shared-memory) reduction.
 // ln_cluster (sm_90): a row of up to CLUSTER * THREADS * ITEMS elements split over a cluster of CLUSTER
-//   blocks, each holding its THREADS * ITEMS columns in registers as ln_fits does; the block sums meet in
-//   distributed shared memory (cluster_sum2). x still read once: 1024 x 65536 fp32 is 256 KiB a row, more
-//   than one block holds, and ln_looped's second read misses L2 there (rows in flight x 256 KiB > L2).
+//   blocks, each holding its THREADS * ITEMS columns in registers as ln_fits does; each block's count, mean
+//   and squared deviations meet once in distributed shared memory (Chan's combination). x still read once:
+//   1024 x 65536 fp32 is 256 KiB a row, more than one block holds, and ln_looped's second read misses L2
+//   there (rows in flight x 256 KiB > L2).
 //   A cluster per row: persistent clusters loading the next row during this row's sums measured slower
 //   (H100, 1024 x 65536 fp32: 63 % of the floor against 75 %; docs/perf/layer_norm-study.md).
 // ln_looped: a longer row by one block, twice: shifted sums s1 = sum(x - K), s2 = sum((x - K)^2) with
@@ -149,19 +150,66 @@ __device__ __forceinline__ void ln_fits(const T* __restrict__ x, const T* __rest
 #if __CUDA_ARCH__ >= 900
 // The row blockIdx.x / CLUSTER; block `rank` of its cluster (blockDim.x = THREADS) holds the columns from
 // rank * THREADS * ITEMS on, its packs laid out as ln_fits lays out a row. CLUSTER * THREADS * ITEMS >= n.
+// Each block takes the count, mean and sum of squared deviations of its own columns (two block sums over
+// its registers); the blocks' triples meet once in distributed shared memory and are combined in rank order
+// by Chan's formula, so every block holds the same mean and variance. One cluster barrier on the way, and
+// the one before exit split around the stores (cluster_arrive, cluster_wait).
 template <int V>
 __device__ __forceinline__ void ln_cluster(const T* __restrict__ x, const T* __restrict__ w,
                                            const T* __restrict__ b, T* __restrict__ y, float* __restrict__ mean_out,
                                            float* __restrict__ rstd_out, int n, long long x_stride, float eps) {
-  __shared__ float2 red[33], slot_sums[2];
-  int phase = 0;
-  const unsigned rank = cluster_rank();
+  __shared__ float2 red[33], block_stats;
+  constexpr int PER_BLOCK = THREADS * ITEMS;
+  const int rank = (int)cluster_rank();
   const long long row = blockIdx.x / CLUSTER;
-  const float2 stats = ln_row<V>(x + row * x_stride, w, b, y + row * n, (int)rank * THREADS * ITEMS + threadIdx.x * V,
-                                 THREADS * V, n, eps,
-                                 [&](float sa, float sb) { return cluster_sum2(sa, sb, red, slot_sums, phase); });
-  if (rank == 0 && threadIdx.x == 0) write_stats(mean_out, rstd_out, row, stats.x, stats.y, eps);
-  cluster_barrier();  // the other blocks may still read this block's slot sums
+  const int first = rank * PER_BLOCK + (int)threadIdx.x * V, step = THREADS * V;
+  const T* xr = x + row * x_stride;
+  float v[ITEMS];
+#pragma unroll
+  for (int k = 0; k < ITEMS / V; ++k) load_pack<V>(xr, first + k * step, n, v + k * V, 0.0f);
+  const int count = min(max(n - rank * PER_BLOCK, 0), PER_BLOCK);  // this block's columns
+  float s = 0.0f;
+#pragma unroll
+  for (int j = 0; j < ITEMS; ++j) s += v[j];  // slots past the row hold 0
+  const float block_sum = block_sum2(s, 0.0f, red).x;
+  const float local_mean = count > 0 ? block_sum / count : 0.0f;
+  float q = 0.0f;
+#pragma unroll
+  for (int j = 0; j < ITEMS; ++j) {
+    const int col = first + (j / V) * step + j % V;
+    v[j] -= local_mean;
+    if (col < n) q += v[j] * v[j];
+  }
+  const float block_m2 = block_sum2(q, 0.0f, red).x;
+  if (threadIdx.x == 0) block_stats = make_float2(local_mean, block_m2);
+  cluster_barrier();
+  float mean = 0.0f, m2 = 0.0f;
+  int total = 0;
+#pragma unroll
+  for (int r = 0; r < CLUSTER; ++r) {
+    const int c = min(max(n - r * PER_BLOCK, 0), PER_BLOCK);
+    if (c == 0) break;  // the blocks past the row's end hold nothing (and every later one too)
+    const float2 other = load_cluster(&block_stats, (unsigned)r);
+    const int sum_count = total + c;
+    const float delta = other.x - mean;
+    mean += delta * ((float)c / (float)sum_count);
+    m2 += other.y + delta * delta * ((float)total * (float)c / (float)sum_count);
+    total = sum_count;
+  }
+  cluster_arrive();  // the others' stats are read: they may exit once every block has arrived
+  const float var = m2 / n;
+  const float rstd = 1.0f / sqrtf(var + eps), shift = local_mean - mean;  // v holds x - local_mean
+  T* yr = y + row * n;
+#pragma unroll
+  for (int k = 0; k < ITEMS / V; ++k) {
+    const int i = first + k * step;
+#pragma unroll
+    for (int e = 0; e < V; ++e) v[k * V + e] = (v[k * V + e] + shift) * rstd;
+    affine<V>(v + k * V, w, b, i, n);
+    store_pack<V>(yr, i, n, v + k * V);
+  }
+  if (rank == 0 && threadIdx.x == 0) write_stats(mean_out, rstd_out, row, mean, var, eps);
+  cluster_wait();  // no block exits while another may still read its stats
 }
 #endif
 
@@ -215,9 +263,10 @@ __device__ __forceinline__ void ln_looped(const T* __restrict__ x, const T* __re
 
 // ---- entry points: each body for 16-byte packs (_vec) and for single elements (_scalar) ----------
 
-#define KZ_KERNELS_WITH(attrs, name, params, args)                                                  \
-  extern "C" __global__ void attrs __launch_bounds__(THREADS) name##_vec params { name<PACK> args; }   \
-  extern "C" __global__ void attrs __launch_bounds__(THREADS) name##_scalar params { name<1> args; }
+#define KZ_BOUNDS THREADS  // __launch_bounds__'s arguments for the kernels defined next
+#define KZ_KERNELS_WITH(attrs, name, params, args)                                                    \
+  extern "C" __global__ void attrs __launch_bounds__(KZ_BOUNDS) name##_vec params { name<PACK> args; }   \
+  extern "C" __global__ void attrs __launch_bounds__(KZ_BOUNDS) name##_scalar params { name<1> args; }
 #define KZ_KERNELS(name, params, args) KZ_KERNELS_WITH(, name, params, args)
 
 KZ_KERNELS(ln_fits,
@@ -226,10 +275,22 @@ KZ_KERNELS(ln_fits,
             float eps),
            (x, w, b, y, mean, rstd, rows, n, x_stride, group, eps))
 #if __CUDA_ARCH__ >= 900
+// Blocks of the cluster kernel per SM that its registers must allow (of the SM's 65536): a thread's registers
+// are the most of 32, 24 more than the elements it holds, and twice those (32 at 8 elements, 40 at 16, 64 at
+// 32; ptxas -v through NVRTC 13 for sm_90: no spill but 4 bytes at 8 and in the scalar kernels). Without it ptxas took 2 registers past the step
+// that keeps one more block per SM at 256 x 32 (66 registers, 3 blocks) and 1024 x 8 (34, 1 block): 71 % and
+// 37 % of the floor against 75 % and 56 % before (H100, 1024 x 65536 fp32).
+constexpr int CLUSTER_REGISTERS = ITEMS + 24 > 2 * ITEMS ? (ITEMS + 24 > 32 ? ITEMS + 24 : 32) : 2 * ITEMS;
+constexpr int CLUSTER_MIN_BLOCKS =
+    65536 / (THREADS * CLUSTER_REGISTERS) > 0 ? 65536 / (THREADS * CLUSTER_REGISTERS) : 1;
+#undef KZ_BOUNDS
+#define KZ_BOUNDS THREADS, CLUSTER_MIN_BLOCKS
 KZ_KERNELS_WITH(__cluster_dims__(CLUSTER, 1, 1), ln_cluster,
                 (const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, T* __restrict__ y,
                  float* __restrict__ mean, float* __restrict__ rstd, int n, long long x_stride, float eps),
                 (x, w, b, y, mean, rstd, n, x_stride, eps))
+#undef KZ_BOUNDS
+#define KZ_BOUNDS THREADS
 #endif
 KZ_KERNELS(ln_looped,
            (const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, T* __restrict__ y,
