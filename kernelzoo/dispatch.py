@@ -27,7 +27,8 @@ from kernelzoo.registry import Call, Implementation, Op, registry
 # GPU: triton first, as it won 38 of the 48 tuned keys of relu, gelu, add and softmax on the
 # H100 (docs/tuning.md; torch won every matmul key, which the shipped winners cover). CPU:
 # openmp, then torch. python is last everywhere. Triton on the CPU (its interpreter) is never
-# chosen automatically; third-party kinds follow in name order.
+# chosen automatically; third-party kinds follow in name order. An op whose benchmarks put
+# another plugin first names it in its own Op.default_order, which comes ahead of this.
 DEFAULT_ORDER: dict[str, tuple[str, ...]] = {
     "cuda": ("triton", "cuda", "torch", "python"),
     "cpu": ("openmp", "torch", "python"),
@@ -90,20 +91,23 @@ def forced_plugin() -> str | None:
     return _forced.get() or os.environ.get("KERNELZOO_PLUGIN") or None
 
 
-def plugin_order(device_type: str, plugins: Iterable[str]) -> list[str]:
-    """Those of ``plugins`` chosen automatically on ``device_type``: DEFAULT_ORDER, then other kinds by name.
+def plugin_order(device_type: str, plugins: Iterable[str], op: str | None = None) -> list[str]:
+    """Those of ``plugins`` chosen automatically on ``device_type``: the op's own ``default_order`` there, then
+    DEFAULT_ORDER, then other kinds by name.
 
     The tuning database ranks plugins whose times are within noise of each other in this order.
     """
     present = set(plugins)
-    order = [p for p in DEFAULT_ORDER.get(device_type, ()) if p in present]
+    spec = registry.load().ops.get(op) if op is not None else None
+    first = spec.default_order.get(device_type, ()) if spec is not None else ()
+    order = list(dict.fromkeys(p for p in (*first, *DEFAULT_ORDER.get(device_type, ())) if p in present))
     return order + sorted(p for p in present if p not in _BUILTIN_KINDS)
 
 
 def _default_choices(op: Op, device: torch.device) -> list[Choice]:
     impls = {i.plugin: i for i in registry.implementations(op.name)}
     choices = []
-    for plugin in plugin_order(device.type, impls):
+    for plugin in plugin_order(device.type, impls, op.name):
         impl = impls[plugin]
         if device.type not in impl.devices() or not registry.availability(impl):
             continue

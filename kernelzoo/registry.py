@@ -179,6 +179,9 @@ class Op:
     inplace: ClassVar[tuple[str, ...]] = ()
     # the dtypes `kernelzoo tune` covers per device type when none is asked for (absent: all the plugins take)
     tune_dtypes: ClassVar[Mapping[str, Sequence[torch.dtype]]] = {}
+    # plugins dispatch tries ahead of dispatch.DEFAULT_ORDER on a device type when nothing is tuned (and prefers
+    # between winners within noise of each other): for ops whose benchmarks put another plugin first there
+    default_order: ClassVar[Mapping[str, Sequence[str]]] = {}
 
     def check(self, *args: Any, **kwargs: Any) -> Call:
         """Validate and normalise arguments; raise a kernelzoo error naming the bad one."""

@@ -8,12 +8,15 @@ import json
 import subprocess
 import sys
 import textwrap
+from types import SimpleNamespace
 
 import pytest
 import torch
+from tuning_helpers import temporary_db
 
 import kernelzoo
-from kernelzoo import errors
+from kernelzoo import dispatch, errors
+from kernelzoo.db.ranking import pick_winner
 from kernelzoo.dispatch import DEFAULT_ORDER
 from kernelzoo.registry import registry
 
@@ -82,6 +85,22 @@ def test_third_party_plugin_is_listed(toy_plugin):
 
     assert {"op": "relu", "plugin": "toy", "available": True}.items() <= next(
         r for r in rows(["relu"]) if r["plugin"] == "toy").items()
+
+
+def test_an_op_s_own_default_order_comes_before_the_global_one(tmp_path, monkeypatch):
+    """Untuned, linear runs torch first on the CPU (its benchmarks put it ahead of openmp there); relu, with no
+    order of its own, runs DEFAULT_ORDER's first plugin. The op's order also breaks ties in the database."""
+    x, w = torch.randn(8, 16), torch.randn(4, 16)
+    with temporary_db(tmp_path, monkeypatch):  # nothing tuned
+        choice = kernelzoo.explain("linear", x, w)
+        assert (choice.plugin, choice.reason) == ("torch", "default order")
+        assert kernelzoo.explain("relu", torch.randn(8)).plugin == DEFAULT_ORDER["cpu"][0]
+    assert dispatch.plugin_order("cpu", ["python", "openmp", "torch"], "linear") == ["torch", "openmp", "python"]
+    assert dispatch.plugin_order("cpu", ["python", "openmp", "torch"]) == ["openmp", "torch", "python"]
+    assert dispatch.plugin_order("cuda", ["cuda", "torch", "triton"], "conv2d")[0] == "triton"  # CPU-only order
+    tie = [SimpleNamespace(plugin=p, time_ms=1.0, spread=0.05) for p in ("openmp", "torch")]
+    assert pick_winner(tie, "cpu", "linear").plugin == "torch"
+    assert pick_winner(tie, "cpu").plugin == "openmp"
 
 
 def test_use_and_env_force_a_plugin(monkeypatch):

@@ -158,7 +158,7 @@ class WinnerLookup:
             found = by_bucket[best]
             reason = (f"tuned (nearest bucket {describe_bucket(op, call, best)} "
                       f"for {describe_bucket(op, call, bucket)})")
-        winner = pick_winner(found, call.device.type)
+        winner = pick_winner(found, call.device.type, op.name)
         impl = registry.impls[op.name][winner.plugin]
         return Choice(winner.plugin, impl.config(winner.config), reason, impl)
 

@@ -25,13 +25,13 @@ class Timed(Protocol):
 C = TypeVar("C", bound=Timed)
 
 
-def pick_winner(candidates: Sequence[C], device_type: str) -> C:
-    """The fastest candidate, or the first in plugin order of those within noise of it.
+def pick_winner(candidates: Sequence[C], device_type: str, op: str | None = None) -> C:
+    """The fastest candidate, or the first in plugin order (``op``'s, where given) of those within noise of it.
 
     Within noise: slower than the fastest by less than the larger relative spread (IQR over
     median) of the two timings; such a difference is no difference (PERF.md).
     """
-    order = plugin_order(device_type, [c.plugin for c in candidates])
+    order = plugin_order(device_type, [c.plugin for c in candidates], op)
 
     def rank(c: C) -> tuple[int, str]:
         return (order.index(c.plugin) if c.plugin in order else len(order), c.plugin)
@@ -57,5 +57,5 @@ def by_key(rows: Sequence[Winner]) -> list[tuple[Winner | None, list[Winner], li
         allowed = set(plugin_order(kind, impls))
         current = [w for w in group if w.plugin in allowed and impls[w.plugin].source_hash == w.source_hash]
         stale = [w for w in group if w not in current]
-        out.append((pick_winner(current, kind) if current else None, current, stale))
+        out.append((pick_winner(current, kind, op) if current else None, current, stale))
     return out

@@ -172,7 +172,7 @@ def _tune_key(store: Store, pool: WorkerPool, op: str, names: list[str], device:
     report.winner = _key_winner(store, report, fp)
     if report.winner is None:  # nothing current stored (a read-only store, say): this run's fastest
         winners = [r.result.winner for r in plugin_reports if r.result is not None and r.result.winner is not None]
-        report.winner = pick_winner(winners, torch.device(device).type).plugin if winners else None
+        report.winner = pick_winner(winners, torch.device(device).type, op).plugin if winners else None
     return report
 
 

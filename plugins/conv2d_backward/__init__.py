@@ -56,6 +56,9 @@ class Conv2dBackward(Op):
     -> (grad_x, grad_weight[, grad_bias])."""
 
     name = "conv2d_backward"
+    # Untuned on the CPU, torch first: 1.2-1.6x openmp at all four float32 shapes on a 2-core Xeon
+    # (docs/perf/conv2d_backward.md)
+    default_order = {"cpu": ("torch",)}
     shapes = Conv2d.shapes
 
     def check(self, grad_out: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, stride: Any = 1, padding: Any = 0,

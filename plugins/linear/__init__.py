@@ -83,6 +83,9 @@ class Linear(Op):
     """linear(x, weight, bias=None): x·weightᵀ + bias over x's last dim, float32 accumulation."""
 
     name = "linear"
+    # Untuned, torch (cuBLAS, oneDNN/MKL) first: it ran 1.7-2.0x the Triton plugin at all six bfloat16 shapes on the
+    # H100 and 1.4-1.8x openmp at the three float32 shapes on a 2-core Xeon (docs/perf/linear.md)
+    default_order = {"cuda": ("torch",), "cpu": ("torch",)}
     # (M, K, N): tokens × in_features × out_features; every GPU one moves more than the 50 MB L2
     shapes = {
         "cuda": [(8192, 4096, 4096), (8192, 4096, 14336), (8192, 14336, 4096), (16384, 1024, 4096),

@@ -42,6 +42,9 @@ class Matmul(Op):
     """matmul(a, b): a @ b for 2-D or batched 3-D tensors (torch.matmul semantics), float32 accumulation."""
 
     name = "matmul"
+    # Untuned, torch first: its winners took every tuned key on the H100 (the shipped winners), and it ran
+    # 1.2-1.4x openmp at the three float32 shapes on a 2-core Xeon (docs/perf/matmul.md)
+    default_order = {"cuda": ("torch",), "cpu": ("torch",)}
     # (M, N, K) or (B, M, N, K); every GPU one moves more than the 50 MB L2 holds
     shapes = {
         "cuda": [(4096, 4096, 4096), (8192, 8192, 8192), (16, 1024, 1024, 1024), (4096, 4096, 1024),
