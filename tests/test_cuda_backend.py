@@ -155,6 +155,13 @@ def test_launch_arguments_are_packed_as_a_c_struct_of_them():
         (7, 0, 0.5, -(2**40), -3, 0.25, -300, 0, True, 1)
 
 
+def test_a_float_past_float32_s_range_is_packed_as_inf_as_c_converts_it():
+    import struct
+
+    data, layout = cuda._pack((1e40, -1e39, 2.5))
+    assert struct.unpack(layout.struct.format, data) == (float("inf"), float("-inf"), 2.5)
+
+
 def test_a_second_launch_of_other_values_reuses_the_layout():
     first, layout = cuda._pack((1, 2.0, cuda.I64(3)))
     second, again = cuda._pack((4, 5.0, cuda.I64(6)))
