@@ -61,3 +61,31 @@ def test_portable_build_gives_the_avx512_values(op, monkeypatch):
     assert torch.equal(torch.isnan(fast), torch.isnan(portable))
     # subnormal results may differ by one step: the portable exp applies 2^k in two halves, rounding twice
     torch.testing.assert_close(fast, portable, rtol=3e-7, atol=2.0**-149, equal_nan=True)
+
+
+def test_gelu_backward_s_avx512_loop_gives_the_portable_values(monkeypatch):
+    """gelu_backward's exact formula runs kz_erfcf16 and kz_expf16 on whole vectors of a contiguous call (the
+    last n % 16 elements, and strided calls, run the scalar code): the same values as the portable build, specials
+    included, and the same errors against float64."""
+    impl = registry.impl("gelu_backward", "openmp")
+    if not registry.availability(impl):
+        pytest.skip(registry.availability(impl).reason)
+    if not avx512():
+        pytest.skip("no AVX-512 on this CPU: both builds are the portable loops")
+    spec = registry.op("gelu_backward")
+    x = torch.cat([torch.linspace(-40.0, 40.0, 200_003), torch.tensor(SPECIALS)])
+    grad = torch.randn(x.shape, generator=torch.Generator().manual_seed(1))
+    call = spec.check(grad, x, approximate="none")
+    fast = impl.run(call, impl.config())
+    build = impl.library
+    monkeypatch.setattr(impl, "library", lambda build=build, **defines: build(**defines, KZ_PORTABLE=1))
+    portable = impl.run(call, impl.config())
+    assert torch.equal(torch.isnan(fast), torch.isnan(portable))
+    # a few ulps of the two terms apart (the exps apply 2^k differently, gcc contracts the scalar code's products its
+    # own way); near gelu's root x = -0.75 the terms, about 0.2, cancel, so the bound is absolute there
+    torch.testing.assert_close(fast, portable, rtol=2e-6, atol=1e-7, equal_nan=True)
+    want = spec.reference(call)
+    finite = torch.isfinite(want)
+    error = {name: float((got.double() - want)[finite].abs().max())
+             for name, got in (("fast", fast), ("portable", portable))}
+    assert error["fast"] <= 1.5 * error["portable"], error

@@ -2,6 +2,7 @@
 // openmp.c defines, before including this file,
 //     KZ_BINARY_OP(a, b)       the expression, of two floats,
 //     KZ_BINARY_NAME(suffix)   the functions' names, e.g. mul_##suffix,
+// and may define KZ_BINARY_OP16(a, b), the expression of 16 lanes in AVX-512 (see NAME(contiguous)),
 // and may include it again with other definitions (gelu_backward does, once per formula): both
 // are undefined at the end of the file.
 //
@@ -18,6 +19,21 @@
 #endif
 #include "../_openmp/parallel.h"
 
+#if defined(KZ_BINARY_OP16) && defined(KZ_VECTOR16)
+// KZ_BINARY_OP16(a, b): the same expression of 16 lanes in AVX-512 (an op may define it, after including
+// vector_math.h), for whole vectors; KZ_BINARY_OP for the last n % 16 elements.
+void KZ_BINARY_NAME(contiguous)(const float *restrict a, const float *restrict b, float *restrict out, long long n,
+                                int threads) {
+    const long long vectors = n / 16;
+    #pragma omp parallel for num_threads(threads) schedule(static) if (n >= PARALLEL_MIN)
+    for (long long v = 0; v < vectors; ++v) {
+        _mm512_storeu_ps(out + 16 * v, KZ_BINARY_OP16(_mm512_loadu_ps(a + 16 * v), _mm512_loadu_ps(b + 16 * v)));
+    }
+    for (long long i = 16 * vectors; i < n; ++i) {
+        out[i] = KZ_BINARY_OP(a[i], b[i]);
+    }
+}
+#else
 void KZ_BINARY_NAME(contiguous)(const float *restrict a, const float *restrict b, float *restrict out, long long n,
                                 int threads) {
     #pragma omp parallel for simd num_threads(threads) schedule(static) if (parallel: n >= PARALLEL_MIN)
@@ -25,6 +41,7 @@ void KZ_BINARY_NAME(contiguous)(const float *restrict a, const float *restrict b
         out[i] = KZ_BINARY_OP(a[i], b[i]);
     }
 }
+#endif
 
 // One run along the innermost dimension. Inlined with constant strides below, so the common
 // ones (1 and 0: dense, broadcast) become plain vector loads and broadcasts.
@@ -78,4 +95,5 @@ void KZ_BINARY_NAME(strided)(const float *restrict a, const float *restrict b, f
 }
 
 #undef KZ_BINARY_OP
+#undef KZ_BINARY_OP16
 #undef KZ_BINARY_NAME

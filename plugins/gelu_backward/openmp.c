@@ -27,6 +27,17 @@ static inline float gelu_tanh_derivative(float x) {
     return half_one_plus_t + 2.0f * x * e * r * r * du;
 }
 
+#ifdef KZ_VECTOR16
+// gelu_none_derivative of 16 lanes on kz_erfcf16 and kz_expf16 (gcc's vectorisation of the scalar one spent
+// most of its time in the two exps' clamps and halves, as the exp op's did; cpu-study.md)
+static inline __m512 gelu_none_derivative16(__m512 x) {
+    const __m512 cdf = _mm512_mul_ps(_mm512_set1_ps(0.5f), kz_erfcf16(_mm512_mul_ps(x, _mm512_set1_ps(-SQRT_HALF))));
+    const __m512 pdf = _mm512_mul_ps(kz_expf16(_mm512_mul_ps(_mm512_set1_ps(-0.5f), _mm512_mul_ps(x, x))),
+                                     _mm512_set1_ps(INV_SQRT_2PI));
+    return _mm512_fmadd_ps(x, pdf, cdf);
+}
+#define KZ_BINARY_OP16(grad, x) _mm512_mul_ps((grad), gelu_none_derivative16(x))
+#endif
 #define KZ_BINARY_NAME(suffix) gelu_backward_none_##suffix
 #define KZ_BINARY_OP(grad, x) ((grad) * gelu_none_derivative(x))
 #include "../_elementwise/binary_openmp.h"
