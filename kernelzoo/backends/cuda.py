@@ -529,7 +529,7 @@ class Kernel:
         data, layout = _pack(args)  # kept alive until cuLaunchKernel has copied it
         device = self.module.device
         c_stream = _ffi.cast("CUstream", _stream_handle(stream, device))
-        if shared_mem > 0 and (self._dynamic_shared_limit is None or shared_mem > self._dynamic_shared_limit):
+        if shared_mem > 0:
             self._allow_dynamic_shared(shared_mem)
         extra = (_ffi.new("void *[5]", [_BUFFER_POINTER, _ffi.from_buffer(data), _BUFFER_SIZE, layout.size,
                                         _LAUNCH_END]) if args else _ffi.NULL)

@@ -96,6 +96,28 @@ __device__ __forceinline__ void write_stats(float* mean_out, float* rstd_out, lo
 
 // ---- rows held in registers ------------------------------------------------------------------
 
+// The sum of a thread's ITEMS slots (those past the row hold 0).
+__device__ __forceinline__ float slots_sum(const float* v) {
+  float s = 0.0f;
+#pragma unroll
+  for (int j = 0; j < ITEMS; ++j) s += v[j];
+  return s;
+}
+
+// v -= mean over a thread's slots (pack k at column first + k * step); returns the sum of the squared
+// deviations of the slots inside the row.
+template <int V>
+__device__ __forceinline__ float center(float* v, float mean, int first, int step, int n) {
+  float q = 0.0f;
+#pragma unroll
+  for (int j = 0; j < ITEMS; ++j) {
+    const int col = first + (j / V) * step + j % V;
+    v[j] -= mean;
+    if (col < n) q += v[j] * v[j];
+  }
+  return q;
+}
+
 // One row for a thread holding ITEMS of its elements, pack k at column first + k * step: the mean, then the
 // variance of the deviations held in registers, each added over the threads holding the row by sum(a, b)
 // (a warp's, a block's or a cluster's); y stored. Returns (mean, var).
@@ -105,18 +127,8 @@ __device__ __forceinline__ float2 ln_row(const T* __restrict__ xr, const T* __re
   float v[ITEMS];
 #pragma unroll
   for (int k = 0; k < ITEMS / V; ++k) load_pack<V>(xr, first + k * step, n, v + k * V, 0.0f);
-  float s = 0.0f;
-#pragma unroll
-  for (int j = 0; j < ITEMS; ++j) s += v[j];  // slots past the row hold 0
-  const float mean = sum(s, 0.0f).x / n;
-  float q = 0.0f;
-#pragma unroll
-  for (int j = 0; j < ITEMS; ++j) {
-    const int col = first + (j / V) * step + j % V;
-    v[j] -= mean;
-    if (col < n) q += v[j] * v[j];
-  }
-  const float var = sum(q, 0.0f).x / n;
+  const float mean = sum(slots_sum(v), 0.0f).x / n;
+  const float var = sum(center<V>(v, mean, first, step, n), 0.0f).x / n;
   const float rstd = 1.0f / sqrtf(var + eps);
 #pragma unroll
   for (int k = 0; k < ITEMS / V; ++k) {
@@ -168,19 +180,9 @@ __device__ __forceinline__ void ln_cluster(const T* __restrict__ x, const T* __r
 #pragma unroll
   for (int k = 0; k < ITEMS / V; ++k) load_pack<V>(xr, first + k * step, n, v + k * V, 0.0f);
   const int count = min(max(n - rank * PER_BLOCK, 0), PER_BLOCK);  // this block's columns
-  float s = 0.0f;
-#pragma unroll
-  for (int j = 0; j < ITEMS; ++j) s += v[j];  // slots past the row hold 0
-  const float block_sum = block_sum2(s, 0.0f, red).x;
+  const float block_sum = block_sum2(slots_sum(v), 0.0f, red).x;
   const float local_mean = count > 0 ? block_sum / count : 0.0f;
-  float q = 0.0f;
-#pragma unroll
-  for (int j = 0; j < ITEMS; ++j) {
-    const int col = first + (j / V) * step + j % V;
-    v[j] -= local_mean;
-    if (col < n) q += v[j] * v[j];
-  }
-  const float block_m2 = block_sum2(q, 0.0f, red).x;
+  const float block_m2 = block_sum2(center<V>(v, local_mean, first, step, n), 0.0f, red).x;
   if (threadIdx.x == 0) block_stats = make_float2(local_mean, block_m2);
   cluster_barrier();
   float mean = 0.0f, m2 = 0.0f;
