@@ -26,6 +26,7 @@ from typing import Any
 from kernelzoo.bench.plot import plot
 from kernelzoo.bench.report import read_json
 from kernelzoo.bench.run import Row
+from kernelzoo.dispatch import plugin_order
 from kernelzoo.table import format_markdown, format_table
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "perf"
@@ -98,8 +99,39 @@ def _best_text(rows: Sequence[Row]) -> str:
     return f"{plugin}: {mean:.2f}x ({lo:.2f}-{hi:.2f}x; faster in {faster}/{n})"
 
 
+def picks(rows: Sequence[Row]) -> dict[tuple, tuple[str, str]]:
+    """Per group, (the plugin the run's dispatch chose, the one ``kernelzoo.ops`` runs in this version): the
+    same, except where the run's choice came from the untuned default order, which may have changed since
+    (``Op.default_order``); then the first plugin timed in the group in this version's order."""
+    timed: dict[tuple, list[str]] = {}
+    recorded: dict[tuple, tuple[str, str]] = {}
+    for r in rows:
+        if r.status == "ok":
+            timed.setdefault(r.group, []).append(r.plugin)
+        recorded.setdefault(r.group, (r.dispatch, r.dispatch_reason))
+    found = {}
+    for group, (plugin, reason) in recorded.items():
+        now = plugin
+        if reason == "default order" and timed.get(group):
+            r = next(r for r in rows if r.group == group)
+            now = plugin_order(r.device, timed[group], r.op)[0]
+        found[group] = (plugin, now)
+    return found
+
+
+def changed_picks(rows: Sequence[Row]) -> str | None:
+    """A note where this version's default order runs another plugin than the measured run's dispatch did."""
+    moved = sorted({(then, now) for then, now in picks(rows).values() if then != now})
+    if not moved:
+        return None
+    pairs = ", ".join(f"{now} (the run's dispatch: {then})" for then, now in moved)
+    return (f"Measured before the op's untuned order changed (`Op.default_order`): `*` marks what `kernelzoo.ops` "
+            f"runs now without tuning data, {pairs}.")
+
+
 def table(rows: Sequence[Row]) -> str:
     """Every timed row; the fastest of each group in bold, the plugin dispatch would choose starred."""
+    chosen = {group: now for group, (_, now) in picks(rows).items()}
     fastest = {}
     for r in rows:
         if r.median_ms and (r.group not in fastest or r.median_ms < fastest[r.group]):
@@ -110,7 +142,7 @@ def table(rows: Sequence[Row]) -> str:
         if r.status != "ok":
             continue
         ms = f"{r.median_ms:.4g}"
-        cells.append([r.dtype, _shape(r), r.plugin + (" *" if r.plugin == r.dispatch else ""),
+        cells.append([r.dtype, _shape(r), r.plugin + (" *" if r.plugin == chosen.get(r.group) else ""),
                       f"**{ms}**" if r.median_ms == fastest.get(r.group) else ms,
                       _num(None if r.spread is None else 100 * r.spread, ".1f", "%"), _num(r.tflops, ".3g"),
                       _num(r.gbs, ".4g"), _num(r.pct_of_floor, ".0f", "%"), _num(r.vs_torch, ".2f", "x")]
@@ -170,6 +202,9 @@ def op_page(op: str, results: Results, pytest_notes: dict[tuple[str, str], str])
         meta, rows = results[kind][op]
         lines += [f"## {_heading(kind, meta)}", "", _provenance(meta), "", f"![{op} on the {kind.upper()}]"
                   f"(img/{op}-{kind}.png)", "", table(rows), ""]
+        moved = changed_picks(rows)
+        if moved:
+            lines += [moved, ""]
         skipped = not_timed(rows)
         if skipped:
             lines += ["Not timed:", "", *skipped, ""]

@@ -70,6 +70,22 @@ def test_bench_prints_tables_and_writes_json_rows_and_a_plot(tmp_db, tmp_path, c
     assert "[relu](relu.md)" in (tmp_path / "docs" / "README.md").read_text()
 
 
+def test_perf_pages_star_what_the_current_default_order_runs():
+    """A table measured untuned before an op's own default order changed stars the plugin that order runs
+    now, and says so; a tuned run's choice stays starred as recorded."""
+    perf_docs = _load(ROOT / "scripts" / "perf_docs.py")
+
+    def row(plugin: str, reason: str, shape: str = "64x64x64") -> Row:
+        return Row(op="linear", plugin=plugin, dtype="bfloat16", shape=shape, label=shape, params={}, device="cuda",
+                   status="ok", median_ms=1.0, dispatch="triton", dispatch_reason=reason)
+
+    untuned = [row("triton", "default order"), row("torch", "default order")]
+    assert "| triton |" in perf_docs.table(untuned) and "| torch * |" in perf_docs.table(untuned)
+    assert "torch (the run's dispatch: triton)" in perf_docs.changed_picks(untuned)
+    tuned = [row("triton", "tuned"), row("torch", "tuned")]
+    assert "| triton * |" in perf_docs.table(tuned) and perf_docs.changed_picks(tuned) is None
+
+
 def _load(path: Path) -> ModuleType:
     """A script or example as a module."""
     spec = importlib.util.spec_from_file_location(path.stem, path)
