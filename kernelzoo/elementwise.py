@@ -123,6 +123,8 @@ MAX_DIMS = 6
 def broadcast_shape(a: Sequence[int], b: Sequence[int], op: str = "broadcast_shape",
                     names: tuple[str, str] = ("a", "b")) -> tuple[int, ...]:
     """The shape a and b broadcast to; ArgumentError naming ``op`` and both shapes if they do not."""
+    if a == b:  # the common case, without the loop (a binary op's call asks twice)
+        return tuple(a)
     ndim = max(len(a), len(b))
     a_full, b_full = (1,) * (ndim - len(a)) + tuple(a), (1,) * (ndim - len(b)) + tuple(b)
     out = []
