@@ -1,5 +1,6 @@
 """Every ``.cu`` of every cuda plugin compiles through NVRTC for sm_80 and sm_90, for each
-dtype, with the default config and with the first value of every config entry. No GPU needed."""
+dtype, with the default config and with the first value of every config entry, and for sm_90 with
+each of its tuning seeds (the configs a search tries first). No GPU needed."""
 
 from __future__ import annotations
 
@@ -18,7 +19,10 @@ def _params():
             first = impl.config({k: v[0] for k, v in impl.config_space.items()})
             for arch in ("sm_80", "sm_90"):
                 for dtype in impl.dtypes["cuda"]:
-                    for label, config in (("default", impl.config()), ("first", first)):
+                    configs = [("default", impl.config()), ("first", first)]
+                    if arch == "sm_90":
+                        configs += [(f"seed{i}", impl.config(seed)) for i, seed in enumerate(impl.tuning_seeds)]
+                    for label, config in configs:
                         yield pytest.param(impl, dtype, config, arch,
                                            id=f"{impl.op}-{dtype_name(dtype)}-{arch}-{label}")
 
