@@ -16,15 +16,8 @@
 
 constexpr int PACK = 16 / (int)sizeof(T);
 
-template <int BYTES> struct Bits;  // an unsigned type of BYTES bytes: one memory access
-template <> struct Bits<16> { typedef uint4 type; };
-template <> struct Bits<4> { typedef unsigned type; };
-template <> struct Bits<2> { typedef unsigned short type; };
-
-template <int V> union Pack {  // V elements moved as one access
-  typename Bits<V * sizeof(T)>::type bits;
-  T v[V];
-};
+// Pack<V>: V elements of T as one access
+#include "../_cuda/pack.cuh"
 
 struct Adam {
   float step_size, bc2_sqrt, w1, beta2, eps, weight_decay, decay;
@@ -50,17 +43,17 @@ template <int V>
 __device__ __forceinline__ void adam_chunk(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ m,
                                            T* __restrict__ v, T* __restrict__ v_max, long long packs,
                                            long long first, const Adam& a) {
-  typedef typename Bits<V * sizeof(T)>::type B;
+  typedef typename Pack<V>::Raw B;
   Pack<V> vp[ITEMS], vg[ITEMS], vm[ITEMS], vv[ITEMS], vx[ITEMS];
 #pragma unroll
   for (int i = 0; i < ITEMS; ++i) {
     const long long k = first + (long long)i * THREADS;
     if (k < packs) {
-      vp[i].bits = reinterpret_cast<const B*>(p)[k];
-      vg[i].bits = reinterpret_cast<const B*>(g)[k];
-      vm[i].bits = reinterpret_cast<const B*>(m)[k];
-      vv[i].bits = reinterpret_cast<const B*>(v)[k];
-      vx[i].bits = a.amsgrad ? reinterpret_cast<const B*>(v_max)[k] : vv[i].bits;  // not used without amsgrad
+      vp[i].raw = reinterpret_cast<const B*>(p)[k];
+      vg[i].raw = reinterpret_cast<const B*>(g)[k];
+      vm[i].raw = reinterpret_cast<const B*>(m)[k];
+      vv[i].raw = reinterpret_cast<const B*>(v)[k];
+      vx[i].raw = a.amsgrad ? reinterpret_cast<const B*>(v_max)[k] : vv[i].raw;  // not used without amsgrad
     }
   }
 #pragma unroll
@@ -77,10 +70,10 @@ __device__ __forceinline__ void adam_chunk(T* __restrict__ p, const T* __restric
         vv[i].v[e] = kz_from_float<T>(vf);
         vx[i].v[e] = kz_from_float<T>(xf);
       }
-      reinterpret_cast<B*>(p)[k] = vp[i].bits;
-      reinterpret_cast<B*>(m)[k] = vm[i].bits;
-      reinterpret_cast<B*>(v)[k] = vv[i].bits;
-      if (a.amsgrad) reinterpret_cast<B*>(v_max)[k] = vx[i].bits;
+      reinterpret_cast<B*>(p)[k] = vp[i].raw;
+      reinterpret_cast<B*>(m)[k] = vm[i].raw;
+      reinterpret_cast<B*>(v)[k] = vv[i].raw;
+      if (a.amsgrad) reinterpret_cast<B*>(v_max)[k] = vx[i].raw;
     }
   }
 }

@@ -10,21 +10,14 @@
 
 constexpr int PACK = 16 / (int)sizeof(T);
 
-template <int BYTES> struct RawOf;
-template <> struct RawOf<2> { typedef unsigned short type; };
-template <> struct RawOf<4> { typedef unsigned int type; };
-template <> struct RawOf<16> { typedef uint4 type; };
-
-template <int V> union Pack {
-  typename RawOf<V * (int)sizeof(T)>::type raw;
-  T v[V];
-};
+// Pack<V>: V elements of T as one access
+#include "../_cuda/pack.cuh"
 
 template <int V>
 __device__ __forceinline__ void emb_owner(const T* __restrict__ g, const long long* __restrict__ order,
                                           const long long* __restrict__ starts, T* __restrict__ out, int dim,
                                           long long g_stride, long long padding_idx) {
-  typedef typename RawOf<V * (int)sizeof(T)>::type Raw;
+  typedef typename Pack<V>::Raw Raw;
   const long long v = blockIdx.x;
   const long long lo = v == padding_idx ? 0 : starts[v], hi = v == padding_idx ? 0 : starts[v + 1];
   Raw* dst = reinterpret_cast<Raw*>(out + v * dim);

@@ -16,15 +16,8 @@
 
 constexpr int PACK = 16 / (int)sizeof(T);
 
-template <int BYTES> struct Bits;  // an unsigned type of BYTES bytes: one memory access
-template <> struct Bits<16> { typedef uint4 type; };
-template <> struct Bits<4> { typedef unsigned type; };
-template <> struct Bits<2> { typedef unsigned short type; };
-
-template <int V> union Pack {  // V elements moved as one access
-  typename Bits<V * sizeof(T)>::type bits;
-  T v[V];
-};
+// Pack<V>: V elements of T as one access
+#include "../_cuda/pack.cuh"
 
 struct Sgd {
   float lr, momentum, keep, weight_decay;  // keep = 1 - dampening
@@ -43,7 +36,7 @@ struct Sgd {
 template <int V>
 __device__ __forceinline__ void sgd_packs(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ b, long long n,
                                           const Sgd& s) {
-  typedef typename Bits<V * sizeof(T)>::type B;
+  typedef typename Pack<V>::Raw B;
   const long long packs = n / V;
   const long long first = (long long)blockIdx.x * (THREADS * ITEMS) + threadIdx.x;
   Pack<V> vp[ITEMS], vg[ITEMS], vb[ITEMS];
@@ -51,9 +44,9 @@ __device__ __forceinline__ void sgd_packs(T* __restrict__ p, const T* __restrict
   for (int i = 0; i < ITEMS; ++i) {
     const long long k = first + (long long)i * THREADS;
     if (k < packs) {
-      vp[i].bits = reinterpret_cast<const B*>(p)[k];
-      vg[i].bits = reinterpret_cast<const B*>(g)[k];
-      vb[i].bits = s.use_momentum ? reinterpret_cast<const B*>(b)[k] : vp[i].bits;  // not used without momentum
+      vp[i].raw = reinterpret_cast<const B*>(p)[k];
+      vg[i].raw = reinterpret_cast<const B*>(g)[k];
+      vb[i].raw = s.use_momentum ? reinterpret_cast<const B*>(b)[k] : vp[i].raw;  // not used without momentum
     }
   }
 #pragma unroll
@@ -67,8 +60,8 @@ __device__ __forceinline__ void sgd_packs(T* __restrict__ p, const T* __restrict
         vp[i].v[e] = kz_from_float<T>(pf);
         vb[i].v[e] = kz_from_float<T>(bf);
       }
-      reinterpret_cast<B*>(p)[k] = vp[i].bits;
-      if (s.use_momentum) reinterpret_cast<B*>(b)[k] = vb[i].bits;
+      reinterpret_cast<B*>(p)[k] = vp[i].raw;
+      if (s.use_momentum) reinterpret_cast<B*>(b)[k] = vb[i].raw;
     }
   }
   if (V > 1 && blockIdx.x == 0) {  // the tail after the last whole pack: fewer than V < THREADS elements
