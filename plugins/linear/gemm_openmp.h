@@ -264,9 +264,9 @@ static void gemm_block(const gemm_args *g, i64 bi, i64 m_lo, i64 m_hi, i64 n_lo,
 
 // C[b] = A[b]·B[b] (+ bias) as described in the header; ldc is C's row stride, c_batch its batch stride
 // (unused with accumulate). The threads never wait for each other inside: with enough batches to share out
-// evenly (a convolution's images) each thread takes whole batches; otherwise C is cut into TASKS slices per
-// thread — column ranges, or row ranges when there are too few columns — dealt dynamically, each slice
-// running every batch with its own packing. A barrier per K block was 5× slower than one thread at
+// evenly (a convolution's images) each thread takes whole batches; otherwise C is cut into up to TASKS slices
+// per thread — a grid of row and column ranges, below — dealt dynamically, each slice running every batch
+// with its own packing. A barrier per K block was 5× slower than one thread at
 // 256×2048×2048 on 2 cores shared with other work (a waiting thread sleeps a scheduler tick), and the
 // slices add each element's terms in the same order (batch, then K block) whatever the thread count.
 // Returns 0, or -1 when the packing buffers cannot be allocated.
@@ -285,9 +285,18 @@ static int gemm(i64 batch, i64 m, i64 n, i64 k, const float *a, const i64 *ad, c
     const gemm_args g = {m, n, k, a, b, ad, bd, c, ldc, c_batch, accumulate, bias_row, bias_col,
                          round_up(min_i64(mc, m), MR), round_up(min_i64(nc, n), NR), min_i64(kc, k)};
     const int per_batch = !accumulate && batch >= threads && (batch % threads == 0 || batch >= 4 * threads);
-    const i64 panels = (n + NR - 1) / NR, row_blocks = (m + MR - 1) / MR, want = (i64)TASKS * threads;
-    const int by_columns = panels >= threads;
-    const i64 slices = min_i64(want, by_columns ? panels : row_blocks);
+    const i64 panels = (n + NR - 1) / NR, row_blocks = (m + MR - 1) / MR;
+    // The slices form a grid of sr row ranges × sc column ranges. Each packs its rows of A and its columns of B
+    // once per K block, so A is packed sc times over and B sr times: of the grids of the most slices (up to
+    // TASKS per thread) that the tiles allow, the one that packs the fewest floats, sc·m + sr·n.
+    i64 sr = 1, sc = 1;
+    for (i64 want = (i64)TASKS * threads; want >= 1 && sr * sc == 1; --want)
+        for (i64 r = 1, best = -1; r <= want; ++r) {
+            const i64 c_ = want / r, cost = c_ * m + r * n;
+            if (want % r == 0 && r <= row_blocks && c_ <= panels && (best < 0 || cost < best))
+                best = cost, sr = r, sc = c_;
+        }
+    const i64 slices = sr * sc;
     size_t a_floats = (size_t)round_up(g.mc * g.kc, 16), b_floats = (size_t)round_up(g.nc * g.kc, 16);
     float *bp_all = aligned_alloc(64, sizeof(float) * b_floats * (size_t)threads);
     float *ap_all = aligned_alloc(64, sizeof(float) * a_floats * (size_t)threads);
@@ -309,15 +318,10 @@ static int gemm(i64 batch, i64 m, i64 n, i64 k, const float *a, const i64 *ad, c
         } else {
 #pragma omp for schedule(dynamic)
             for (i64 s = 0; s < slices; ++s) {
-                i64 lo = s * (by_columns ? panels : row_blocks) / slices;
-                i64 hi = (s + 1) * (by_columns ? panels : row_blocks) / slices;
-                for (i64 bi = 0; bi < batch; ++bi) {
-                    if (by_columns) {
-                        gemm_block(&g, bi, 0, m, lo * NR, min_i64(n, hi * NR), ap, bp, tab);
-                    } else {
-                        gemm_block(&g, bi, lo * MR, min_i64(m, hi * MR), 0, n, ap, bp, tab);
-                    }
-                }
+                const i64 rs = s / sc, cs = s % sc;
+                const i64 r_lo = rs * row_blocks / sr * MR, r_hi = min_i64(m, (rs + 1) * row_blocks / sr * MR);
+                const i64 c_lo = cs * panels / sc * NR, c_hi = min_i64(n, (cs + 1) * panels / sc * NR);
+                for (i64 bi = 0; bi < batch; ++bi) gemm_block(&g, bi, r_lo, r_hi, c_lo, c_hi, ap, bp, tab);
             }
         }
     }
