@@ -1,4 +1,4 @@
-// A cache-blocked float32 GEMM over *described* operands, shared by the openmp plugins of linear,
+// A cache-blocked float32 GEMM over *described* operands, shared by the openmp plugins of matmul, linear,
 // linear_backward, conv2d and conv2d_backward (pasted in by `#include`, see kernelzoo/backends/sources.py):
 //
 //   C[b] (M×N) = A[b] (M×K) · B[b] (K×N)  (+ bias per row or per column), b = 0 .. batch-1

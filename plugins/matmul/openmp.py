@@ -1,8 +1,10 @@
-"""matmul in OpenMP C: a cache-blocked float32 GEMM with packed tiles and a register-tiled micro-kernel.
+"""matmul in OpenMP C on the shared GEMM core (plugins/linear/gemm_openmp.h, as linear and conv2d): a
+cache-blocked float32 GEMM with packed tiles and a register-tiled micro-kernel, batched.
 
 On a 2-core AMD EPYC (Zen 4, AVX-512, gcc 13) with the default config, against torch (MKL) in the
 same run: 97 vs 100 GFLOP/s at 1024³ on one thread, ~187 vs ~200 at 512³ and 1024³ on two, about
-even on 8×256³ (the machine was shared while measuring: ratios are good to ±10%).
+even on 8×256³ (the machine was shared while measuring: ratios are good to ±10%). On a 2-core Intel
+Xeon (AVX-512, 2026-11-26): 0.80-0.84× torch (docs/perf/matmul.md).
 """
 
 from __future__ import annotations
