@@ -117,34 +117,56 @@ static void pack_b_panel(const float *b, const i64 *d, const i64 *tab, i64 k0, i
             }
             for (i64 j = cols; j < NR; ++j) bp[p * NR + j] = 0.0f;
         }
-    } else if (kind == IM2COL || kind == IM2COL_T) {
-        // Columns are pixels: walk them one output row at a time, where the source is one image row
-        // read at a fixed step (a memcpy at stride 1).
+    } else if (kind == IM2COL) {
+        // Columns are pixels, in runs along output rows (at most NR of them: one per output row the panel
+        // touches), the same for every tap: worked out once. A tap's run reads one image row at step sw, from
+        // column ow*sw + dx; the columns outside the image are zeros.
+        i64 seg_j[NR], seg_oh[NR], seg_ow[NR], seg_len[NR], segs = 0;
+        for (i64 j = 0, oh = j0 / OW, ow = j0 % OW; j < cols; oh += 1, ow = 0, ++segs) {
+            seg_j[segs] = j, seg_oh[segs] = oh, seg_ow[segs] = ow, seg_len[segs] = min_i64(cols - j, OW - ow);
+            j += seg_len[segs];
+        }
+        for (i64 p = 0; p < kc; ++p) {
+            const float *img = b + tab[3 * p];
+            const i64 dy = tab[3 * p + 1], dx = tab[3 * p + 2];
+            float *dst = bp + p * NR;
+            for (i64 q = 0; q < segs; ++q) {
+                float *out = dst + seg_j[q];
+                const i64 ih = seg_oh[q] * sh + dy, n = seg_len[q], lo = seg_ow[q] * sw + dx;
+                if (ih < 0 || ih >= H) {
+                    for (i64 t = 0; t < n; ++t) out[t] = 0.0f;
+                    continue;
+                }
+                const float *row = img + ih * W;
+                if (sw == 1 && lo >= 0 && lo + n <= W) {  // the common case: inside the image
+                    for (i64 t = 0; t < n; ++t) out[t] = row[lo + t];
+                } else {
+                    for (i64 t = 0; t < n; ++t) {
+                        const i64 iw = lo + t * sw;
+                        out[t] = iw >= 0 && iw < W ? row[iw] : 0.0f;
+                    }
+                }
+            }
+            for (i64 j = cols; j < NR; ++j) dst[j] = 0.0f;
+        }
+    } else if (kind == IM2COL_T) {
+        // Columns are pixels: walk them one output row at a time. The source row is (oh + dy) / sh when that
+        // divides exactly, the source column (ow + t + dx) / sw likewise (a memcpy at stride 1).
         for (i64 p = 0; p < kc; ++p) {
             const float *img = b + tab[3 * p];
             const i64 dy = tab[3 * p + 1], dx = tab[3 * p + 2];
             float *dst = bp + p * NR;
             for (i64 j = 0, oh = j0 / OW, ow = j0 % OW; j < cols; oh += 1, ow = 0) {
-                i64 run = min_i64(cols - j, OW - ow);
-                if (kind == IM2COL) {  // ih = oh*sh + dy, iw = ow*sw + dx
-                    i64 ih = oh * sh + dy;
-                    if (ih < 0 || ih >= H) {
-                        memset(dst + j, 0, sizeof(float) * (size_t)run);
-                    } else {
-                        gather_row(dst + j, img + ih * W, run, ow * sw + dx, sw, W);
-                    }
-                } else {  // source row (oh + dy) / sh when exact; source column (ow + t + dx) / sw likewise
-                    i64 num = oh + dy;
-                    if (num < 0 || num % sh != 0 || num / sh >= H) {
-                        memset(dst + j, 0, sizeof(float) * (size_t)run);
-                    } else if (sw == 1) {
-                        gather_row(dst + j, img + num / sh * W, run, ow + dx, 1, W);
-                    } else {
-                        const float *row = img + num / sh * W;
-                        for (i64 t = 0; t < run; ++t) {
-                            i64 x = ow + t + dx;
-                            dst[j + t] = x >= 0 && x % sw == 0 && x / sw < W ? row[x / sw] : 0.0f;
-                        }
+                i64 run = min_i64(cols - j, OW - ow), num = oh + dy;
+                if (num < 0 || num % sh != 0 || num / sh >= H) {
+                    memset(dst + j, 0, sizeof(float) * (size_t)run);
+                } else if (sw == 1) {
+                    gather_row(dst + j, img + num / sh * W, run, ow + dx, 1, W);
+                } else {
+                    const float *row = img + num / sh * W;
+                    for (i64 t = 0; t < run; ++t) {
+                        i64 x = ow + t + dx;
+                        dst[j + t] = x >= 0 && x % sw == 0 && x / sw < W ? row[x / sw] : 0.0f;
                     }
                 }
                 j += run;
