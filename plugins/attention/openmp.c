@@ -16,6 +16,7 @@
 // run without bounds checks in TILE_R × TILE_C register blocks that gcc turns into vector FMAs:
 // 8 × 32 floats, 16 zmm accumulators (105 GFLOP/s per core at 64×64×64 on a 2-core AMD EPYC, where
 // 8 × 16 reached 54 and 4 × 32 79; 174-190 on an AVX-512 Intel Xeon core, built for 512-bit vectors).
+#include "../_openmp/transpose.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,52 +130,22 @@ static void load_rows(float *restrict dst, i64 ld, const float *restrict src, i6
     }
 }
 
-#if defined(__AVX512F__) && !defined(KZ_PORTABLE)
-// dst[i][j] = src[j][i] for a 16 × 16 block (row strides ldd and lds, in floats): 16 row loads, four rounds
-// of shuffles (32-bit, 64-bit, then 128-bit lanes twice), 16 row stores.
-static inline void transpose16(float *restrict dst, i64 ldd, const float *restrict src, i64 lds) {
-    __m512 r[16], t[16];
-    for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * lds);
-    for (int i = 0; i < 8; ++i) {
-        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-    for (int i = 0; i < 4; ++i) {
-        const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
-        const __m512d c = _mm512_castps_pd(t[4 * i + 2]), e = _mm512_castps_pd(t[4 * i + 3]);
-        r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
-        r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
-        r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, e));
-        r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, e));
-    }
-    for (int i = 0; i < 2; ++i)
-        for (int j = 0; j < 4; ++j) {
-            t[8 * i + j] = _mm512_shuffle_f32x4(r[8 * i + j], r[8 * i + j + 4], 0x88);
-            t[8 * i + j + 4] = _mm512_shuffle_f32x4(r[8 * i + j], r[8 * i + j + 4], 0xdd);
-        }
-    for (int j = 0; j < 8; ++j) {
-        r[j] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88);
-        r[j + 8] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0xdd);
-    }
-    for (int i = 0; i < 16; ++i) _mm512_storeu_ps(dst + i * ldd, r[i]);
-}
-#endif
 
 // Keys col0.. (up to BLOCK_N) of one (batch, kv head)'s K or V transposed into a panel, the
 // dp × BLOCK_N matrix dst[c][j] = x[col0 + j][c], zero for keys ≥ n_k and c ≥ d (so padded score
 // columns stay finite until masked), in 16 × 16 blocks. A panel (32 KiB at 64 × 128) is one contiguous
 // operand; one dp × Nk matrix per head instead had rows 4 KiB apart at Nk = 1024, all in the same L1 sets.
 // The element loop took 0.57 ns an element on an AVX-512 Intel Xeon core (3 % of a forward at
-// (1, 8, 1024, 64)); the whole blocks go through transpose16 there.
+// (1, 8, 1024, 64)); the whole blocks go through kz_transpose16 there (../_openmp/transpose.h).
 static void transpose_block(float *restrict dst, const float *restrict x, i64 stride, i64 col0, i64 n_k, i64 d,
                             i64 dp) {
     const float *src = x + col0 * stride;
     const i64 cols = min64(BLOCK_N, n_k - col0);
     for (i64 j0 = 0; j0 < BLOCK_N; j0 += 16)
         for (i64 c0 = 0; c0 < dp; c0 += 16) {
-#if defined(__AVX512F__) && !defined(KZ_PORTABLE)
+#ifdef KZ_TRANSPOSE16_AVX512
             if (j0 + 16 <= cols && c0 + 16 <= d) {
-                transpose16(dst + c0 * BLOCK_N + j0, BLOCK_N, src + j0 * stride + c0, stride);
+                kz_transpose16(dst + c0 * BLOCK_N + j0, BLOCK_N, src + j0 * stride + c0, stride);
                 continue;
             }
 #endif
