@@ -76,8 +76,9 @@ def test_third_party_plugin_is_discovered_and_runs(toy_plugin):
         assert kernelzoo.explain("relu", x).plugin == "toy"
         y = kernelzoo.ops.relu(x)
     assert torch.equal(y, torch.relu(x)) or torch.allclose(y, torch.relu(x), equal_nan=True)
-    # never ahead of the built-in kinds in the automatic order
-    assert kernelzoo.explain("relu", x).plugin == DEFAULT_ORDER["cpu"][0]
+    # never ahead of the built-in kinds in the automatic order (relu's own CPU order puts torch first)
+    assert kernelzoo.explain("relu", x).plugin == dispatch.plugin_order("cpu", ["toy", "python", "openmp", "torch"],
+                                                                         "relu")[0] == "torch"
 
 
 def test_third_party_plugin_is_listed(toy_plugin):
@@ -88,13 +89,14 @@ def test_third_party_plugin_is_listed(toy_plugin):
 
 
 def test_an_op_s_own_default_order_comes_before_the_global_one(tmp_path, monkeypatch):
-    """Untuned, linear runs torch first on the CPU (its benchmarks put it ahead of openmp there); relu, with no
+    """Untuned, linear runs torch first on the CPU (its benchmarks put it ahead of openmp there); gelu, with no
     order of its own, runs DEFAULT_ORDER's first plugin. The op's order also breaks ties in the database."""
     x, w = torch.randn(8, 16), torch.randn(4, 16)
     with temporary_db(tmp_path, monkeypatch):  # nothing tuned
         choice = kernelzoo.explain("linear", x, w)
         assert (choice.plugin, choice.reason) == ("torch", "default order")
-        assert kernelzoo.explain("relu", torch.randn(8)).plugin == DEFAULT_ORDER["cpu"][0]
+        assert kernelzoo.explain("gelu", torch.randn(8)).plugin == DEFAULT_ORDER["cpu"][0]
+        assert kernelzoo.explain("relu", torch.randn(8)).plugin == "torch"  # relu's own CPU order
     assert dispatch.plugin_order("cpu", ["python", "openmp", "torch"], "linear") == ["torch", "openmp", "python"]
     assert dispatch.plugin_order("cpu", ["python", "openmp", "torch"]) == ["openmp", "torch", "python"]
     assert dispatch.plugin_order("cuda", ["cuda", "torch", "triton"], "conv2d")[0] == "triton"  # CPU-only order
@@ -165,20 +167,20 @@ def test_automatic_choice_falls_back_when_run_finds_it_unsupported(monkeypatch):
     from kernelzoo import dispatch
     from kernelzoo.errors import UnsupportedError
 
-    openmp = registry.impl("relu", "openmp")
+    openmp = registry.impl("gelu", "openmp")  # gelu: openmp first on the CPU, then torch
 
     class Refusing(type(openmp)):
         def run(self, call, config):
             raise UnsupportedError("tile does not fit")
 
-    monkeypatch.setitem(registry.impls["relu"], "openmp", Refusing())
+    monkeypatch.setitem(registry.impls["gelu"], "openmp", Refusing())
     dispatch.clear_cache()
     x = torch.randn(100)
     try:
         with pytest.warns(RuntimeWarning, match="openmp cannot run .* running torch"):
-            assert torch.equal(kernelzoo.ops.relu(x), torch.relu(x))
+            assert torch.equal(kernelzoo.ops.gelu(x), torch.nn.functional.gelu(x))
         with kernelzoo.use("openmp"), pytest.raises(UnsupportedError, match="tile does not fit"):
-            kernelzoo.ops.relu(x)
+            kernelzoo.ops.gelu(x)
     finally:
         monkeypatch.undo()
         dispatch.clear_cache()

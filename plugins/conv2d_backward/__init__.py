@@ -56,8 +56,8 @@ class Conv2dBackward(Op):
     -> (grad_x, grad_weight[, grad_bias])."""
 
     name = "conv2d_backward"
-    # Untuned on the CPU, torch first: 1.2-1.6x openmp at all four float32 shapes on a 2-core Xeon
-    # (docs/perf/conv2d_backward.md)
+    # Untuned on the CPU, torch first: 1.2-1.5x openmp at all four float32 shapes on a 2-core Xeon
+    # (docs/perf/conv2d_backward.md, 2026-11-26 after the GEMM core's changes of that day)
     default_order = {"cpu": ("torch",)}
     shapes = Conv2d.shapes
 

@@ -84,7 +84,7 @@ class Linear(Op):
 
     name = "linear"
     # Untuned, torch (cuBLAS, oneDNN/MKL) first: it ran 1.7-2.0x the Triton plugin at all six bfloat16 shapes on the
-    # H100 and 1.4-1.8x openmp at the three float32 shapes on a 2-core Xeon (docs/perf/linear.md)
+    # H100 and 1.1-1.2x openmp at the three float32 shapes on a 2-core Xeon (docs/perf/linear.md)
     default_order = {"cuda": ("torch",), "cpu": ("torch",)}
     # (M, K, N): tokens × in_features × out_features; every GPU one moves more than the 50 MB L2
     shapes = {

@@ -43,7 +43,7 @@ class Matmul(Op):
 
     name = "matmul"
     # Untuned, torch first: its winners took every tuned key on the H100 (the shipped winners), and it ran
-    # 1.2-1.4x openmp at the three float32 shapes on a 2-core Xeon (docs/perf/matmul.md)
+    # 1.1-1.3x openmp at the three float32 shapes on a 2-core Xeon (docs/perf/matmul.md)
     default_order = {"cuda": ("torch",), "cpu": ("torch",)}
     # (M, N, K) or (B, M, N, K); every GPU one moves more than the 50 MB L2 holds
     shapes = {
