@@ -4,9 +4,11 @@ reference and its time against torch's, on one representative input per op."""
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 import torch
 
+from kernelzoo.bench.cases import restorer
 from kernelzoo.registry import parse_dtype, registry
 from kernelzoo.table import format_table
 from kernelzoo.timing import time_fn
@@ -20,8 +22,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _first_tensor(value: Any) -> torch.Tensor:
+    """The first tensor of an output (a tensor, or tuples of them: the foreach updates return one per list)."""
+    while isinstance(value, (tuple, list)):
+        value = value[0]
+    return value
+
+
 def _max_rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
-    out, ref = out.double().cpu(), ref.cpu()
+    # element by element in logical order (copy_'s reference is flat)
+    out, ref = out.double().cpu().reshape(-1), ref.cpu().reshape(-1)
     finite = torch.isfinite(ref)
     if not bool(finite.any()):
         return 0.0
@@ -41,22 +51,30 @@ def run(args: argparse.Namespace) -> int:
             continue
         call = op.example(shapes[-1], dtype, device, generator)  # the smallest representative
         ref = op.reference(call)
+        # in-place ops (the optimizer updates, copy_) overwrite their inputs: every run starts from the originals
+        restore = restorer(op, call)
         rows, torch_ms = [], None
         for impl in registry.implementations(name):
             if not registry.availability(impl) or impl.supports(call) or device.type not in impl.devices():
                 continue
             config = impl.config()
-            out = impl.run(call, config)
-            first = out[0] if isinstance(out, tuple) else out
-            reference = ref[0] if isinstance(ref, tuple) else ref
-            ok = op.verify(call, out, ref) is None
-            ms = time_fn(lambda impl=impl, call=call, config=config: impl.run(call, config), device,
-                         budget_ms=50).median_ms
+            try:
+                restore()
+                out = impl.run(call, config)
+                ok = op.verify(call, out, ref) is None
+                error = f"{_max_rel_error(_first_tensor(out), _first_tensor(ref)):.2e}"
+                ms = time_fn(lambda impl=impl, call=call, config=config: impl.run(call, config), device,
+                             budget_ms=50, setup=restore).median_ms
+            except Exception as exc:  # a plugin that raises is a row of the table, not the end of the demo
+                rows.append([impl.plugin, "-", f"FAILED: {type(exc).__name__}: {str(exc).splitlines()[0][:80]}", None])
+                continue
+            finally:
+                restore()
             torch_ms = ms if impl.plugin == "torch" else torch_ms
-            rows.append([impl.plugin, f"{_max_rel_error(first, reference):.2e}", "ok" if ok else "WRONG", ms])
+            rows.append([impl.plugin, error, "ok" if ok else "WRONG", ms])
         for row in rows:
-            row.append(f"{torch_ms / row[3]:.2f}x" if torch_ms else "-")
-            row[3] = f"{row[3]:.4f}"
+            row.append(f"{torch_ms / row[3]:.2f}x" if torch_ms and row[3] else "-")
+            row[3] = f"{row[3]:.4f}" if row[3] else "-"
         title = f"\n{call.describe()} on {device}"
         print(format_table(("plugin", "max rel err", "check", "ms", "vs torch"), rows, title=title))
     return 0
