@@ -235,6 +235,12 @@ class Op:
         """Shape bucket: each size rounded to the nearest power of two (log2)."""
         return tuple(0 if n <= 1 else round(math.log2(n)) for n in self.sizes(call).values())
 
+    def describe_bucket(self, call: Call, bucket: Sequence[int]) -> str:
+        """A bucket in words, for messages: 'n=2^20' (each of ``sizes`` as ``bucket`` rounds it). An op whose
+        ``bucket`` is made otherwise describes it too."""
+        names = list(self.sizes(call))
+        return ", ".join(f"{names[i] if i < len(names) else f'd{i}'}=2^{b}" for i, b in enumerate(bucket))
+
     def shape_string(self, call: Call) -> str:
         return "x".join(str(n) for n in self.sizes(call).values())
 

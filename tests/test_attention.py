@@ -215,3 +215,16 @@ def test_openmp_portable_exponentials_match_the_avx512_ones(monkeypatch):
     portable = run()
     for name, a, b in zip(("o", "dq", "dk", "dv"), fast, portable):
         torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6, msg=name)
+
+
+def test_the_bucket_reads_as_the_attention_ops_make_it():
+    """Tune reports and dispatch's reasons name a bucket's parts: attention's are batch·heads, n_q and n_k as powers
+    of two and the head dim exactly (not Op.sizes' six sizes, which the default description would pair with them)."""
+    q, k = torch.randn(1, 8, 1000, 64), torch.randn(1, 8, 300, 64)
+    for name, args in (("attention", (q, k, k)), ("attention_backward", (q, k, k, q, torch.zeros(1, 8, 1000), q))):
+        op = registry.op(name)
+        call = op.check(*args)
+        assert op.describe_bucket(call, op.bucket(call)) == "batch·heads=2^3, n_q=2^10, n_k=2^8, d=64"
+    relu = registry.op("relu")
+    call = relu.check(torch.randn(512, 512))
+    assert relu.describe_bucket(call, relu.bucket(call)) == "n=2^18"

@@ -16,7 +16,7 @@ import os
 import queue
 import threading
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from kernelzoo.db import default_url
@@ -29,12 +29,6 @@ from kernelzoo.registry import Call, Op, dtype_name, registry
 if TYPE_CHECKING:
     from kernelzoo.db.records import Miss, Winner
     from kernelzoo.db.store import Store
-
-
-def describe_bucket(op: Op, call: Call, bucket: Sequence[int]) -> str:
-    """'n=2^20' for a bucket of log2 sizes, named after Op.sizes."""
-    names = list(op.sizes(call))
-    return ", ".join(f"{names[i] if i < len(names) else f'd{i}'}=2^{b}" for i, b in enumerate(bucket))
 
 
 def _params(call: Call) -> dict[str, Any]:
@@ -149,15 +143,15 @@ class WinnerLookup:
             self.misses.put(url, Miss(op=op.name, device=here, dtype=dtype, bucket=bucket, flags=flags,
                                       shape=op.shape_string(call), params=_params(call)))
         if bucket in by_bucket:
-            found, reason = by_bucket[bucket], f"tuned (exact bucket {describe_bucket(op, call, bucket)})"
+            found, reason = by_bucket[bucket], f"tuned (exact bucket {op.describe_bucket(call, bucket)})"
         else:
             near = [b for b in by_bucket if len(b) == len(bucket)]
             if not near:
                 return None
             best = min(near, key=lambda b: (math.dist(b, bucket), b))
             found = by_bucket[best]
-            reason = (f"tuned (nearest bucket {describe_bucket(op, call, best)} "
-                      f"for {describe_bucket(op, call, bucket)})")
+            reason = (f"tuned (nearest bucket {op.describe_bucket(call, best)} "
+                      f"for {op.describe_bucket(call, bucket)})")
         winner = pick_winner(found, call.device.type, op.name)
         impl = registry.impls[op.name][winner.plugin]
         return Choice(winner.plugin, impl.config(winner.config), reason, impl)

@@ -42,9 +42,8 @@ def format_report(report: ShapeReport) -> str:
             f"{p.result.ok}/{p.result.ok + failed}",
             json.dumps(dict(w.config)) if w.config else "-",
         ))
-    sizes = ", ".join(f"{n}=2^{b}" for n, b in zip(report.sizes, report.bucket))
     title = (f"{report.op} {report.dtype} {report.shape_text}{' ' + report.flags if report.flags else ''} on "
-             f"{report.fingerprint.describe()} (bucket {sizes})")
+             f"{report.fingerprint.describe()} (bucket {report.bucket_text})")
     lines = [format_table(("plugin", "ms", "noise", "TFLOP/s", "GB/s", "% floor", "vs torch", "ok/trials", "config"),
                           rows, title=title)]
     if floor and report.ceilings is not None:

@@ -47,7 +47,7 @@ class ShapeReport:
     dtype: str
     shape_text: str
     bucket: tuple[int, ...]
-    sizes: list[str]
+    bucket_text: str  # the bucket in words (Op.describe_bucket)
     flags: str
     fingerprint: Fingerprint
     flops: float = 0.0
@@ -152,7 +152,7 @@ def _tune_key(store: Store, pool: WorkerPool, op: str, names: list[str], device:
             plugin_reports.append(PluginReport(plugin, skipped=found.get("message", "describe failed")))
             continue
         if report is None:
-            report = ShapeReport(op, device, dtype, found["shape_text"], tuple(found["bucket"]), found["sizes"],
+            report = ShapeReport(op, device, dtype, found["shape_text"], tuple(found["bucket"]), found["bucket_text"],
                                  found["flags"], fp, found["flops"], found["bytes"], ceilings)
         if found["supports"] is not None:
             plugin_reports.append(PluginReport(plugin, skipped=found["supports"]))

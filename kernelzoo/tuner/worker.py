@@ -74,7 +74,7 @@ def describe(msg: dict[str, Any]) -> dict[str, Any]:
                              "seed_configs": [_in_space(impl, impl.config(seed)) for seed in impl.tuning_seeds]}
     call = _make_call(msg, op, seed=0)
     reply.update(bucket=list(op.bucket(call)), flags=op.flags(call), flops=op.flops(call), bytes=op.bytes(call),
-                 shape_text=op.shape_string(call), sizes=list(op.sizes(call)))
+                 shape_text=op.shape_string(call), bucket_text=op.describe_bucket(call, op.bucket(call)))
     device = torch.device(msg["device"])
     if not availability:
         reply["supports"] = availability.reason

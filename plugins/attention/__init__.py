@@ -383,6 +383,10 @@ class AttentionSpecBase(Op):
             return 0 if n <= 1 else round(math.log2(n))
         return (log2(s["batch"] * s["heads"]), log2(s["n_q"]), log2(s["n_k"]), s["d"])
 
+    def describe_bucket(self, call: Call, bucket: Sequence[int]) -> str:
+        batch_heads, n_q, n_k, d = bucket
+        return f"batch·heads=2^{batch_heads}, n_q=2^{n_q}, n_k=2^{n_k}, d={d}"
+
     def flags(self, call: Call) -> str:
         s = self.sizes(call)
         names = [("causal", call.params["causal"]), ("mask", "attn_mask" in call.inputs),
