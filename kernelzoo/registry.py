@@ -39,6 +39,8 @@ ENTRY_POINT_GROUP = "kernelzoo.plugins"
 EXTRA_PLUGINS_ENV = "KERNELZOO_EXTRA_PLUGINS"
 FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 DTYPE_NAMES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
+
+
 class _PoisonFlag(threading.local):
     """Poisoning outputs (conformance tests) shows elements a kernel never wrote; per thread. The class
     attribute is every thread's default, so reading the flag raises nothing (0.34 -> 0.05 µs a read)."""

@@ -104,18 +104,17 @@ def picks(rows: Sequence[Row]) -> dict[tuple, tuple[str, str]]:
     same, except where the run's choice came from the untuned default order, which may have changed since
     (``Op.default_order``); then the first plugin timed in the group in this version's order."""
     timed: dict[tuple, list[str]] = {}
-    recorded: dict[tuple, tuple[str, str]] = {}
+    first: dict[tuple, Row] = {}  # a group's rows share op, device and the run's dispatch
     for r in rows:
         if r.status == "ok":
             timed.setdefault(r.group, []).append(r.plugin)
-        recorded.setdefault(r.group, (r.dispatch, r.dispatch_reason))
+        first.setdefault(r.group, r)
     found = {}
-    for group, (plugin, reason) in recorded.items():
-        now = plugin
-        if reason == "default order" and timed.get(group):
-            r = next(r for r in rows if r.group == group)
+    for group, r in first.items():
+        now = r.dispatch
+        if r.dispatch_reason == "default order" and timed.get(group):
             now = plugin_order(r.device, timed[group], r.op)[0]
-        found[group] = (plugin, now)
+        found[group] = (r.dispatch, now)
     return found
 
 

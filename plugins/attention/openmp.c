@@ -130,7 +130,6 @@ static void load_rows(float *restrict dst, i64 ld, const float *restrict src, i6
     }
 }
 
-
 // Keys col0.. (up to BLOCK_N) of one (batch, kv head)'s K or V transposed into a panel, the
 // dp × BLOCK_N matrix dst[c][j] = x[col0 + j][c], zero for keys ≥ n_k and c ≥ d (so padded score
 // columns stay finite until masked), in 16 × 16 blocks. A panel (32 KiB at 64 × 128) is one contiguous

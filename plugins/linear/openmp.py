@@ -1,7 +1,8 @@
 """linear in OpenMP C: the shared cache-blocked GEMM (gemm_openmp.h) with the bias fused into its stores.
 
 GemmOpenMPImplementation is the base of every openmp plugin on that GEMM (linear, linear_backward,
-conv2d, conv2d_backward): their C sources ``#include`` it, and they share its config space.
+conv2d, conv2d_backward, matmul): their C sources ``#include`` it, and they share its config space (matmul's
+is wider).
 """
 
 from __future__ import annotations
