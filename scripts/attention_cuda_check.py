@@ -57,7 +57,7 @@ def configs(impl: Any, all_configs: bool) -> list[dict]:
     first = impl.config({k: v[0] for k, v in impl.config_space.items()})
     if impl is FWD_CUDA:  # and 4 warps of 32 rows reading q from shared memory
         return [impl.config(), first, impl.config({"BLOCK_N": 32, "WARPS": 4, "Q_REGS": 0})]
-    return [impl.config(), first]
+    return [impl.config(), first, impl.config({"SPLIT": 1})]  # and the dK/dV pass over pairs of warps
 
 
 def resources() -> None:

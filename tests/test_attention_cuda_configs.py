@@ -70,3 +70,36 @@ def test_the_default_that_a_call_runs_compiles_without_a_large_spill(d, masked):
     call = forward_call(d, masked)
     defines = attention_cuda.call_defines(call, IMPL.fitted(call, IMPL.config()))
     assert spill_bytes({k: v for k, v in defines.items() if k.isupper()}) <= 64
+
+
+# --- the backward's SPLIT layout (pairs of warps, a head-dim half each) ------------------------------------------
+
+BWD_OP, BWD = registry.op("attention_backward"), registry.impl("attention_backward", "cuda")
+
+
+def backward_call(d: int):
+    q = torch.zeros((1, 2, 33, d), dtype=torch.float16)
+    return BWD_OP.check(q, q, q, q, torch.zeros((1, 2, 33)), q)
+
+
+def test_the_split_backward_takes_head_dims_that_are_multiples_of_32():
+    config = BWD.config({"SPLIT": 1})
+    shared = BWD.shared_memory(backward_call(128), config)
+    # its Pᵀ and dSᵀ tiles (128 keys × 72 columns of 2 bytes each) come on top of the default's tiles and dSᵀ
+    assert shared["attention_backward_dkdv_dq"] == BWD.shared_memory(backward_call(128), BWD.config())[
+        "attention_backward_dkdv_dq"] + 2 * 128 * 72
+    for d in (80, 112):
+        with pytest.raises(UnsupportedError, match="multiples of 32"):
+            BWD.shared_memory(backward_call(d), config)
+
+
+@pytest.mark.skipif(not cuda.compile_available()[0], reason="NVRTC not available")
+@pytest.mark.parametrize("d", [64, 128])
+def test_the_split_backward_compiles_without_a_large_spill(d):
+    """NVRTC 13 gives 0 bytes without a mask at head dims 64 and 128 (8 with an additive mask at 128)."""
+    defines = attention_cuda.call_defines(backward_call(d), BWD.config({"SPLIT": 1}))
+    cuda.compile_cubin(BWD.read_source("cuda.cu"), defines={"T": "kz_half", **defines}, options=["--ptxas-options=-v"],
+                       arch="sm_90", name="cuda.cu")
+    log = cuda.last_log()
+    assert "attention_backward_dkdv_dq" in log
+    assert max(int(n) for n in re.findall(r"(\d+) bytes spill stores", log)) <= 16

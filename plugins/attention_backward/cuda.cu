@@ -46,6 +46,9 @@
 #ifndef STAGES
 #define STAGES 2
 #endif
+#ifndef SPLIT
+#define SPLIT 0  // the dK/dV pass's warps: 0, each owns 16·MT keys; 1, pairs of warps own 32·MT keys (below)
+#endif
 #include "../_cuda/flash.cuh"
 
 #define MT (BLOCK_OUTER / (16 * WARPS))  // m16 row tiles per warp
@@ -54,6 +57,7 @@
 #define LDSD (NI + 8)  // row stride of the dSᵀ tile, elements: an odd number of 16-byte chunks, as LDS
 
 static_assert(MT >= 1 && MT * 16 * WARPS == BLOCK_OUTER, "BLOCK_OUTER must be 16·WARPS·MT");
+static_assert(!SPLIT || (WARPS % 2 == 0 && HEAD_DIM % 32 == 0), "SPLIT: an even number of warps, HEAD_DIM a multiple of 32");
 static_assert(NI % 16 == 0 && 2 * NI <= THREADS && STAGES >= 2, "BLOCK_INNER: a multiple of 16, ≤ THREADS / 2");
 
 // delta[b, h, row] = Σ_col dO·O, 8 threads a row (16-byte chunks 8 apart), 32 rows a block of 256 threads.
@@ -98,21 +102,23 @@ __device__ __forceinline__ float lse_log2(float lse, bool in_range) {
   return in_range && lse != -KZ_INF ? lse * LOG2E : KZ_INF;
 }
 
-// A warp's dSᵀ C fragments (keys key0 + 16i + g + 8r, queries 8j + 2t + e%2), rounded to T as the dK product takes
-// them, into its rows of the tile s [BLOCK_OUTER][LDSD] by 4-byte stores (conflict-free as store_rows': the row
+// A warp's dSᵀ (or, SPLIT, Pᵀ) C fragments, M m16 tiles × NC query columns (keys key0 + 16i + g + 8r, queries
+// 8j + 2t + e%2), rounded to T as the dK (dV) product takes them, into its rows of the tile s [BLOCK_OUTER][LDSD]
+// (s may point at a column) by 4-byte stores (conflict-free as store_rows': the row
 // stride LDSD/2 is 4·odd words). Keys past n_k go in as zeros: their P comes from zero-filled K rows against the
 // real keys' lse, 2^(−lse·log2 e), which can round to inf in T (lse ≪ 0 under an additive mask), and the dQ
 // product would turn inf times those rows' zeros of K into NaN.
-__device__ __forceinline__ void store_ds(const float (&ds)[MT][NT][4], T* s, int key0, int n_k) {
+template <int M, int NC>
+__device__ __forceinline__ void store_ds(const float (&ds)[M][NC / 8][4], T* s, int key0, int n_k) {
   const int lane = threadIdx.x % 32;
 #pragma unroll
-  for (int i = 0; i < MT; ++i)
+  for (int i = 0; i < M; ++i)
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int row = i * 16 + lane / 4 + 8 * r;
       const bool ok = key0 + row < n_k;
 #pragma unroll
-      for (int j = 0; j < NT; ++j)
+      for (int j = 0; j < NC / 8; ++j)
         *reinterpret_cast<unsigned*>(s + row * LDSD + j * 8 + lane % 4 * 2) =
             ok ? pack_pair(ds[i][j][2 * r], ds[i][j][2 * r + 1], T{}) : 0u;
     }
@@ -214,7 +220,7 @@ __device__ __forceinline__ void add_dq(const T* sds, const T* sk, float* dq, int
 // against their C one.
 #define DKDV_BODY(DQ_ATOMIC)                                                                                     \
   extern __shared__ __align__(16) unsigned char smem[];                                                         \
-  dkdv_pass<DQ_ATOMIC>(smem, q, k, v, mask, dout, lse, delta, dk, dv, dq_accum, q_sb, q_sh, q_sm, k_sb, k_sh,   \
+  DKDV_PASS<DQ_ATOMIC>(smem, q, k, v, mask, dout, lse, delta, dk, dv, dq_accum, q_sb, q_sh, q_sm, k_sb, k_sh,   \
                        k_sn, v_sb, v_sh, v_sn, do_sb, do_sh, do_sm, dk_sb, dk_sh, dk_sn, dv_sb, dv_sh, dv_sn,    \
                        mask_sb, mask_sh, mask_sm, mask_sn, heads, kv_heads, group, n_q, n_k, d, scale_log2, scale)
 
@@ -307,7 +313,7 @@ __device__ __forceinline__ void dkdv_pass(unsigned char* smem, DKDV_PARAMS) {
         ds[i][j][3] = p[i][j][3] * (ds[i][j][3] - d1);
       }
     }
-    if (DQ_ATOMIC) store_ds(ds, sds + wrow * LDSD, n0 + wrow, n_k);
+    if (DQ_ATOMIC) store_ds<MT, NI>(ds, sds + wrow * LDSD, n0 + wrow, n_k);
     accumulate<MT, NI>(dk_acc, ds, tq);
     if (DQ_ATOMIC) {
       __syncthreads();  // every warp's rows of dSᵀ are in sds
@@ -323,6 +329,168 @@ __device__ __forceinline__ void dkdv_pass(unsigned char* smem, DKDV_PARAMS) {
   store_rows<MT>(dk_acc, sk + wrow * LDS, dk + b * dk_sb + hk * dk_sh, dk_sn, n0 + wrow, n_k, d);
   store_rows<MT>(dv_acc, sv + wrow * LDS, dv + b * dv_sb + hk * dv_sh, dv_sn, n0 + wrow, n_k, d);
 }
+
+#if SPLIT
+// --- SPLIT: pairs of warps ------------------------------------------------------------------------------------
+// With 16 keys a warp, every warp reads the whole q and dO tiles of a step as B operands of its four products:
+// 704 KiB of ldmatrix a step at 128 keys × 64 queries × head dim 128 over 8 warps (docs/perf/attention-cuda.md).
+// SPLIT pairs the warps: warp w owns keys 32·MT·(w/2) .. (MS = 2·MT m16 tiles) and head-dim half w%2 of their dK
+// and dV (the same accumulator registers as 16 keys × the whole head dim). A warp computes Sᵀ and dPᵀ for its keys
+// × query half w%2 of the step, writes Pᵀ and dSᵀ (rounded to T, as the products take them) to shared tiles, and
+// after a barrier takes both halves from there as the A operands of dV += Pᵀ·dO and dK += dSᵀ·Q over its head-dim
+// half: 544 KiB of reads a step and 32 KiB of tile writes.
+#define MS (2 * MT)
+#define NH (NI / 2)        // a warp's query columns of Sᵀ and dPᵀ
+#define NDH (ND / 2)       // a warp's n8 tiles of the head dim in dK and dV
+
+// acc += A·B over NI queries: A (16·MS keys × NI) the warp's rows of the shared tile sa [..][LDSD], B the tile
+// sb [NI][LDS] from column 16·NDH·half (ldmatrix.trans, as accumulate_packed; A by ldmatrix as a_fragments).
+__device__ __forceinline__ void accumulate_tile(float (&acc)[MS][NDH][4], const T* sa, const T* sb) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int c = 0; c < NI / 16; ++c) {
+    unsigned a[MS][4];
+#pragma unroll
+    for (int i = 0; i < MS; ++i) ldmatrix_x4(a[i], sa + (i * 16 + lane % 16) * LDSD + c * 16 + lane / 16 * 8);
+#pragma unroll
+    for (int jd = 0; jd < NDH; jd += 2) {
+      unsigned b[4];
+      ldmatrix_x4_trans(b, sb + (c * 16 + lane % 16) * LDS + jd * 8 + lane / 16 * 8);
+#pragma unroll
+      for (int i = 0; i < MS; ++i) {
+        mma_16816(acc[i][jd], a[i], b, T{});
+        mma_16816(acc[i][jd + 1], a[i], b + 2, T{});
+      }
+    }
+  }
+}
+
+// The warp's head-dim half of its rows (16·MS × 8·NDH from column col0) rounded to T and stored as store_rows
+// does, through the same columns of its rows of the shared tile stage (its partner stages the other half).
+__device__ __forceinline__ void store_half(const float (&acc)[MS][NDH][4], float f, T* stage, T* g, i64 stride,
+                                           int row0, int n_rows, int col0, int d) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int i = 0; i < MS; ++i)
+#pragma unroll
+    for (int jd = 0; jd < NDH; ++jd) {
+      T* p = stage + (i * 16 + lane / 4) * LDS + col0 + jd * 8 + lane % 4 * 2;
+      *reinterpret_cast<unsigned*>(p) = pack_pair(acc[i][jd][0] * f, acc[i][jd][1] * f, T{});
+      *reinterpret_cast<unsigned*>(p + 8 * LDS) = pack_pair(acc[i][jd][2] * f, acc[i][jd][3] * f, T{});
+    }
+  __syncwarp();
+#pragma unroll
+  for (int c = lane; c < MS * 16 * NDH; c += 32) {
+    const int r = c / NDH, col = col0 + c % NDH * 8;
+    if (row0 + r < n_rows && col < d)
+      *reinterpret_cast<uint4*>(g + (row0 + r) * stride + col) = *reinterpret_cast<const uint4*>(stage + r * LDS + col);
+  }
+}
+
+template <bool DQ_ATOMIC>
+__device__ __forceinline__ void dkdv_split(unsigned char* smem, DKDV_PARAMS) {
+  T* sk = reinterpret_cast<T*>(smem);                    // [BLOCK_OUTER][LDS]: k, then dk on its way out
+  T* sv = sk + BLOCK_OUTER * LDS;                        // [BLOCK_OUTER][LDS]: v, then dv
+  T* sq = sv + BLOCK_OUTER * LDS;                        // [STAGES][NI][LDS]
+  T* sdo = sq + STAGES * NI * LDS;                       // [STAGES][NI][LDS]
+  float* s_lse = reinterpret_cast<float*>(sdo + STAGES * NI * LDS);  // [STAGES][NI]
+  float* s_delta = s_lse + STAGES * NI;                  // [STAGES][NI]
+  T* sds = reinterpret_cast<T*>(s_delta + STAGES * NI);  // [BLOCK_OUTER][LDSD]: a step's dSᵀ
+  T* sp = sds + BLOCK_OUTER * LDSD;                      // [BLOCK_OUTER][LDSD]: a step's Pᵀ
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, half = warp % 2;
+  const int n0 = blockIdx.x * BLOCK_OUTER;
+  const int b = blockIdx.y / kv_heads, hk = blockIdx.y % kv_heads;
+  const int wrow = warp / 2 * MS * 16;
+
+  // the steps, their loads and the causal start as dkdv_pass's
+  const int qt0 = CAUSAL ? n0 / NI : 0, n_qt = (n_q + NI - 1) / NI;
+  const int per_head = n_qt > qt0 ? n_qt - qt0 : 0, total = group * per_head;
+  auto load_step = [&](int it, int st) {
+    const int h = hk * group + it / per_head, m0 = (qt0 + it % per_head) * NI;
+    const i64 stats = (i64)(b * heads + h) * n_q;
+    load_rows<NI>(sq + st * NI * LDS, q + b * q_sb + h * q_sh, q_sm, m0, n_q, d);
+    load_rows<NI>(sdo + st * NI * LDS, dout + b * do_sb + h * do_sh, do_sm, m0, n_q, d);
+    load_row_stats(s_lse + st * NI, s_delta + st * NI, lse + stats, delta + stats, m0, n_q);
+  };
+  load_rows<BLOCK_OUTER>(sk, k + b * k_sb + hk * k_sh, k_sn, n0, n_k, d);
+  load_rows<BLOCK_OUTER>(sv, v + b * v_sb + hk * v_sh, v_sn, n0, n_k, d);
+#pragma unroll
+  for (int st = 0; st < STAGES - 1; ++st) {
+    if (st < total) load_step(st, st);
+    cp_async_commit();
+  }
+
+  float dk_acc[MS][NDH][4], dv_acc[MS][NDH][4];
+  zero(dk_acc);
+  zero(dv_acc);
+  for (int it = 0; it < total; ++it) {
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();  // step it landed; the stage, sp and sds of step it-1 are free
+    const int next = it + STAGES - 1;
+    if (next < total) load_step(next, next % STAGES);
+    cp_async_commit();
+
+    const int st = it % STAGES, h = hk * group + it / per_head, m0 = (qt0 + it % per_head) * NI;
+    const T* tq = sq + st * NI * LDS;
+    const T* tdo = sdo + st * NI * LDS;
+    const float* t_lse = s_lse + st * NI + half * NH;
+    const float* t_delta = s_delta + st * NI + half * NH;
+    const int c0 = m0 + half * NH;  // this warp's first query column
+    const AttnMask am{mask + b * mask_sb + h * mask_sh, mask_sm, mask_sn};
+
+    float p[MS][NH / 8][4];  // Sᵀ, then Pᵀ: keys n0 + wrow + 16i + g + 8r, queries c0 + 8j + 2t + e%2
+    scores_smem<MS, NH>(p, sk + wrow * LDS, tq + half * NH * LDS);
+    if (CAUSAL && m0 < n0 + BLOCK_OUTER - 1) {
+      mask_scores<true, true, MS, NH>(p, n0 + wrow, c0, n_q, n_k, scale_log2, am);
+    } else {
+      mask_scores<false, true, MS, NH>(p, n0 + wrow, c0, n_q, n_k, scale_log2, am);
+    }
+#pragma unroll
+    for (int j = 0; j < NH / 8; ++j) {
+      const int c = j * 8 + lane % 4 * 2;
+      const float l0 = lse_log2(t_lse[c], c0 + c < n_q), l1 = lse_log2(t_lse[c + 1], c0 + c + 1 < n_q);
+#pragma unroll
+      for (int i = 0; i < MS; ++i) {
+        p[i][j][0] = ex2(p[i][j][0] - l0);
+        p[i][j][1] = ex2(p[i][j][1] - l1);
+        p[i][j][2] = ex2(p[i][j][2] - l0);
+        p[i][j][3] = ex2(p[i][j][3] - l1);
+      }
+    }
+    store_ds<MS, NH>(p, sp + wrow * LDSD + half * NH, n0 + wrow, n_k);
+
+    float ds[MS][NH / 8][4];  // dPᵀ, then dSᵀ
+    scores_smem<MS, NH>(ds, sv + wrow * LDS, tdo + half * NH * LDS);
+#pragma unroll
+    for (int j = 0; j < NH / 8; ++j) {
+      const int c = j * 8 + lane % 4 * 2;
+      const float d0 = t_delta[c], d1 = t_delta[c + 1];
+#pragma unroll
+      for (int i = 0; i < MS; ++i) {
+        ds[i][j][0] = p[i][j][0] * (ds[i][j][0] - d0);
+        ds[i][j][1] = p[i][j][1] * (ds[i][j][1] - d1);
+        ds[i][j][2] = p[i][j][2] * (ds[i][j][2] - d0);
+        ds[i][j][3] = p[i][j][3] * (ds[i][j][3] - d1);
+      }
+    }
+    store_ds<MS, NH>(ds, sds + wrow * LDSD + half * NH, n0 + wrow, n_k);
+    __syncthreads();  // both query halves of every pair's Pᵀ and dSᵀ are in sp and sds
+
+    accumulate_tile(dv_acc, sp + wrow * LDSD, tdo + half * NDH * 8);
+    accumulate_tile(dk_acc, sds + wrow * LDSD, tq + half * NDH * 8);
+    if (DQ_ATOMIC) add_dq(sds, sk, dq_accum + (i64)(b * heads + h) * n_q * d, m0, n_q, d);
+  }
+  cp_async_wait<0>();
+  __syncthreads();  // as dkdv_pass's: k and v landed, and no warp reads sk any more
+
+  // Each pair's own rows of sk and sv are its stages now, a column half each.
+  store_half(dk_acc, scale, sk + wrow * LDS, dk + b * dk_sb + hk * dk_sh, dk_sn, n0 + wrow, n_k, half * NDH * 8, d);
+  store_half(dv_acc, 1.0f, sv + wrow * LDS, dv + b * dv_sb + hk * dv_sh, dv_sn, n0 + wrow, n_k, half * NDH * 8, d);
+}
+#define DKDV_PASS dkdv_split
+#else
+#define DKDV_PASS dkdv_pass
+#endif
 
 extern "C" __global__ void __launch_bounds__(THREADS) attention_backward_dkdv(DKDV_PARAMS) { DKDV_BODY(false); }
 extern "C" __global__ void __launch_bounds__(THREADS) attention_backward_dkdv_dq(DKDV_PARAMS) { DKDV_BODY(true); }

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from kernelzoo.backends.cuda import CudaImplementation, Kernel
+from kernelzoo.errors import UnsupportedError
 from kernelzoo.registry import Call
 
 from ..attention.cuda import (
@@ -43,17 +44,19 @@ class AttentionBackwardCuda(CudaImplementation):
     # BLOCK_INNER: the step of its loop; STAGES steps in flight; DQ: how dQ is made, "pass" (its own pass) or
     # "atomic" (by the dK/dV pass, through float32 sums). 32 points; for a call, those whose tile state overflows
     # the registers (STATE_REGISTERS) or whose tiles overflow shared memory are rejected.
+    # SPLIT: the dK/dV pass's warps own 16·MT keys each (0), or pairs of them 32·MT keys, a head-dim half each (1:
+    # fewer shared-memory reads a step, head dims that are multiples of 32).
     config_space = {"BLOCK_OUTER": [64, 128], "BLOCK_INNER": [32, 64], "WARPS": [4, 8], "STAGES": [2, 3],
-                    "DQ": ["pass", "atomic"]}
+                    "DQ": ["pass", "atomic"], "SPLIT": [0, 1]}
     # 8 warps of 16 rows, 64-row steps: at head dim 128 the dK/dV pass with atomic dQ takes 255 registers and
     # 157 KiB (no spill; 24 bytes with an additive attn_mask; -Xptxas -v, NVRTC 13.5, sm_90), 170-219 at 64;
     # valid for every head dim up to 128. On the H100 (B=4 H=32 N=4096, 2026-11-26) it ran 0.83-0.90× FA2's
     # backward, against 0.70-0.78× for the 32-row steps that were the default before (docs/perf/attention-cuda.md).
     # DQ "atomic": 5 products for 7.
-    default_config = {"BLOCK_OUTER": 128, "BLOCK_INNER": 64, "WARPS": 8, "STAGES": 2, "DQ": "atomic"}
+    default_config = {"BLOCK_OUTER": 128, "BLOCK_INNER": 64, "WARPS": 8, "STAGES": 2, "DQ": "atomic", "SPLIT": 0}
     # dQ by its own pass, so that a short search times both strategies; and 4 warps of 32 rows with 32-row
     # steps, the fastest at head dim 64 in the same run (1.00-1.07× FA2), where its tile state fits
-    tuning_seeds = ({"DQ": "pass"}, {"WARPS": 4, "BLOCK_INNER": 32})
+    tuning_seeds = ({"DQ": "pass"}, {"WARPS": 4, "BLOCK_INNER": 32}, {"SPLIT": 1})
 
     def supports(self, call: Call) -> str | None:
         return super().supports(call) or unsupported(call)
@@ -71,6 +74,11 @@ class AttentionBackwardCuda(CudaImplementation):
         tiles = 2 * (hd + 8) * (2 * outer + 2 * config["STAGES"] * inner)
         dkdv = tiles + 8 * config["STAGES"] * inner
         dkdv_dq = dkdv + 2 * outer * (inner + 8)
+        if config["SPLIT"]:  # a step's Pᵀ and dSᵀ, whatever the dQ
+            if hd % 32:
+                raise UnsupportedError(f"{self.key}: {config}: SPLIT halves the head dim over warp pairs, so it takes "
+                                       f"multiples of 32; this call compiles for {hd}")
+            dkdv = dkdv_dq = dkdv + 4 * outer * (inner + 8)
         mt = row_tiles(self.key, config, outer, config["WARPS"])
         # dK/dV pass: dK, dV mt·hd/2 each, Pᵀ and dSᵀ mt·inner/2 each (dQ pass: less; atomic dQ's product
         # holds inner·hd/(32·WARPS) sums while Pᵀ and dSᵀ are dead, no more than they)
