@@ -3,16 +3,15 @@
 
     python scripts/attention_bench.py [--out DIR] [--quick] [--winners tuning_db/h100-sxm.json]
 
-Shapes (the attention issue's): float16, D 64 and 128, causal and not, N 1024 / 4096 / 16384 with
-B=4, H=32, and N=16384 with B=1. Every candidate is checked against torch's FLASH backend on the
-same inputs before it is timed (a wrong kernel is reported, not timed). Times are medians of CUDA
-events with the L2 flushed (kernelzoo.timing), the candidates of a shape timed in turn over --rounds
-interleaved rounds (so that a change of the GPU's clocks meets every candidate alike), and the median
-of the rounds' medians kept; TFLOP/s count the op's FLOPs (forward 4·B·H·N²·D,
-halved when causal; backward 2.5× the forward). The triton and cuda columns run each plugin's default
-config, or with --winners (a `kernelzoo db export` file) the config that file stores for the key, where it
-has one. Writes attention_bench.json, a markdown table and a plot (attention_bench.png) under --out, and
-prints the table.
+Shapes (the attention issue's): float16, D 64 and 128, causal and not, N 1024 / 4096 / 16384 with B=4, H=32,
+and N=16384 with B=1. Every candidate is checked against torch's FLASH backend on the same inputs before it is
+timed (a wrong kernel is reported, not timed). Times are medians of CUDA events with the L2 flushed
+(kernelzoo.timing), the candidates of a shape timed in turn over --rounds interleaved rounds, each in its own
+shuffled order (so that a change of the GPU's clocks meets every candidate alike), and the median of the
+rounds' medians kept; TFLOP/s count the op's FLOPs (forward 4·B·H·N²·D, halved when causal; backward 2.5× the
+forward). The triton and cuda columns run each plugin's default config, or with --winners (a `kernelzoo db
+export` file) the config that file stores for the key, where it has one. Writes attention_bench.json, a
+markdown table and a plot (attention_bench.png) under --out, and prints the table.
 """
 
 from __future__ import annotations
@@ -20,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import random
 import statistics
 import sys
 import time
@@ -119,8 +119,12 @@ def bench_shape(b: int, h: int, n: int, d: int, causal: bool, budget_ms: float, 
            tuple(ops.attention_backward(q, k, v, o, lse, do, causal=causal)), grads_ref)
     row["dispatch_choice"] = {"fwd": dispatch.explain("attention", q, k, v, causal=causal).plugin,
                               "bwd": dispatch.explain("attention_backward", q, k, v, o, lse, do, causal=causal).plugin}
-    for _ in range(rounds):
-        for (kind, name), fn in timed.items():
+    order = list(timed)
+    for r in range(rounds):
+        # each round in its own order, so that no candidate always follows the same (heavier) one
+        random.Random(r).shuffle(order)
+        for kind, name in order:
+            fn = timed[kind, name]
             t = time_fn(fn, "cuda", budget_ms=budget_ms, warmup=2, min_repeats=3)
             row["rounds"].setdefault(f"{kind}/{name}", []).append(t.median_ms)
     for (kind, name) in timed:
