@@ -1,7 +1,7 @@
 """layer_norm and layer_norm_backward on the GPU: the cuda and triton plugins over a grid of configs, against
 torch and against a copy of the same bytes, per benchmark shape.
 
-    python scripts/layer_norm_sweep.py [--dtype float32] [--op layer_norm] [--quick] [--out DIR]
+    python scripts/layer_norm_sweep.py [--dtype float32] [--op layer_norm] [--quick] [--shape 1024x65536] [--out DIR]
 
 For each shape of the op's GPU shapes: torch's kernel, a copy moving the same tensors (forward: y = x;
 backward: dx = dy + x, its two reads and one write), the tuned dispatch, and every config of the grid
@@ -123,6 +123,7 @@ def main() -> None:
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--op", action="append", choices=["layer_norm", "layer_norm_backward"])
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--shape", action="append", help="only these shapes, e.g. 1024x65536 (repeatable)")
     parser.add_argument("--budget-ms", type=float, default=20.0)
     parser.add_argument("--out", type=Path, default=Path("."))
     args = parser.parse_args()
@@ -132,6 +133,8 @@ def main() -> None:
     results = []
     for op in args.op or ["layer_norm", "layer_norm_backward"]:
         for shape in registry.op(op).shapes["cuda"]:
+            if args.shape and "x".join(map(str, shape)) not in args.shape:
+                continue
             results.append(sweep(op, shape, dtype, args.quick, args.budget_ms))
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "layer_norm_sweep.json").write_text(json.dumps({"bandwidth": bandwidth, "rows": results}, indent=1))
