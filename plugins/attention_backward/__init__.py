@@ -87,6 +87,21 @@ class AttentionBackward(AttentionSpecBase):
               do: torch.Tensor, *, causal: bool = False, scale: float | None = None,
               attn_mask: torch.Tensor | None = None) -> Call:
         inputs, params = check_qkv_mask(self.name, q, k, v, causal, scale, attn_mask)
+        # o, lse and do nearly always agree with q: one test of the whole lets them through (1.1 µs of host time
+        # against 3.1 µs), and the checks that name what is wrong run only when it fails
+        tensor, q_shape, dtype, device = torch.Tensor, q.shape, q.dtype, q.device
+        if not (type(o) is tensor and type(do) is tensor and type(lse) is tensor and o.shape == q_shape
+                and do.shape == q_shape and lse.shape == q_shape[:3] and o.dtype is dtype and do.dtype is dtype
+                and lse.dtype is torch.float32 and o.device == device and do.device == device
+                and lse.device == device):
+            self._check_outputs(q, o, lse, do)
+        mask = inputs.pop("attn_mask", None)
+        inputs.update(o=o, lse=lse, do=do)
+        if mask is not None:
+            inputs["attn_mask"] = mask
+        return Call(self, inputs, params)
+
+    def _check_outputs(self, q: torch.Tensor, o: Any, lse: Any, do: Any) -> None:
         for name, t in (("o", o), ("do", do)):
             check_tensor(self.name, name, t)
             check_same(self.name, q=q, **{name: t})
@@ -99,11 +114,6 @@ class AttentionBackward(AttentionSpecBase):
         if lse.shape != q.shape[:3]:
             raise ArgumentError(f"{self.name}: lse of shape {shape_text(lse)} must be (batch, heads, n_q) = "
                                 f"{'x'.join(map(str, q.shape[:3]))}")
-        mask = inputs.pop("attn_mask", None)
-        inputs.update(o=o, lse=lse, do=do)
-        if mask is not None:
-            inputs["attn_mask"] = mask
-        return Call(self, inputs, params)
 
     def reference(self, call: Call) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         i = call.inputs
