@@ -96,10 +96,12 @@ def test_the_split_backward_takes_head_dims_that_are_multiples_of_32():
 @pytest.mark.skipif(not cuda.compile_available()[0], reason="NVRTC not available")
 @pytest.mark.parametrize("d", [64, 128])
 def test_the_split_backward_compiles_without_a_large_spill(d):
-    """NVRTC 13 gives 0 bytes without a mask at head dims 64 and 128 (8 with an additive mask at 128)."""
+    """NVRTC 13.5 (CI's wheel) gives 0 bytes without a mask at head dims 64 and 128 (8 with an additive mask at
+    128); NVRTC 13.0 (the H100 machine's, 2026-11-27) 64 bytes at 128, where the kernels were timed."""
     defines = attention_cuda.call_defines(backward_call(d), BWD.config({"SPLIT": 1}))
     cuda.compile_cubin(BWD.read_source("cuda.cu"), defines={"T": "kz_half", **defines}, options=["--ptxas-options=-v"],
                        arch="sm_90", name="cuda.cu")
     log = cuda.last_log()
     assert "attention_backward_dkdv_dq" in log
-    assert max(int(n) for n in re.findall(r"(\d+) bytes spill stores", log)) <= 16
+    most = 16 if cuda.nvrtc_version() >= (13, 5) else 64
+    assert max(int(n) for n in re.findall(r"(\d+) bytes spill stores", log)) <= most
