@@ -48,8 +48,9 @@ class Choice:
     impl: Implementation = field(repr=False)
 
 
-# A source of tuned winners: (op, call) -> Choice or None. Installed by kernelzoo.db.
-WinnerSource = Callable[[Op, Call], "Choice | None"]
+# A source of tuned winners: (op, call, plugin) -> Choice or None; plugin None: the fastest plugin's, else that
+# plugin's (a forced plugin runs its tuned config). Installed by kernelzoo.db.
+WinnerSource = Callable[[Op, Call, "str | None"], "Choice | None"]
 _winner_source: WinnerSource | None = None
 _cache: dict[tuple, list[Choice]] = {}
 _chosen: dict[tuple, Choice] = {}  # choose()'s answers by call signature (see _signature)
@@ -119,7 +120,7 @@ def _candidates(op: Op, call: Call) -> list[Choice]:
     key = (op.name, call.device, call.dtype, op.bucket(call), op.flags(call))
     found = _cache.get(key)
     if found is None:
-        tuned = _winner_source(op, call) if _winner_source is not None else None
+        tuned = _winner_source(op, call, None) if _winner_source is not None else None
         found = ([tuned] if tuned is not None else []) + _default_choices(op, call.device)
         _cache[key] = found
     return found
@@ -171,6 +172,10 @@ def _choose(op: Op, call: Call, forced: str | None) -> Choice:
         if why:
             raise UnsupportedError(f"{op.name}: plugin {forced!r} was forced but cannot run "
                                    f"{call.describe()}: {why}")
+        # the plugin's tuned config where it has one for this call's bucket (or the nearest), else its default
+        tuned = _winner_source(op, call, forced) if _winner_source is not None else None
+        if tuned is not None:
+            return Choice(forced, tuned.config, f"forced, {tuned.reason}", impl)
         return Choice(forced, impl.config(), "forced", impl)
     reasons = []
     for choice in _candidates(op, call):
@@ -238,7 +243,7 @@ def _run(spec: Op, call: Call) -> tuple[Any, Choice]:
     try:
         return choice.impl.run(call, choice.config), choice
     except UnsupportedError as exc:
-        if choice.reason == "forced":
+        if choice.reason.startswith("forced"):
             raise
         first = exc
     for other in _candidates(spec, call):

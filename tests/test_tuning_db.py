@@ -91,6 +91,32 @@ def test_dispatch_picks_the_tuned_winner_and_use_overrides_it(tmp_db):
     assert torch.equal(kernelzoo.ops.relu(X), torch.relu(X))
 
 
+def test_a_forced_plugin_runs_its_tuned_config(tmp_db):
+    db = open_store(tmp_db)
+    save_winner(db, relu_winner("python", time_ms=0.1))  # the fastest: what dispatch picks unforced
+    save_winner(db, relu_winner("openmp", config={"threads": 1}, time_ms=0.5))
+    assert explain().plugin == "python"
+    with kernelzoo.use("openmp"):
+        exact, near = explain(), explain(torch.randn(128, 64))
+        assert torch.equal(kernelzoo.ops.relu(X), torch.relu(X))
+    assert (exact.plugin, dict(exact.config)) == ("openmp", {"threads": 1})
+    assert exact.reason == "forced, tuned (exact bucket n=2^12)"
+    assert (near.plugin, dict(near.config)) == ("openmp", {"threads": 1})
+    assert near.reason == "forced, tuned (nearest bucket n=2^12 for n=2^13)"
+    with kernelzoo.use("torch"):  # no record of its own: its default, whatever the others' records
+        assert (explain().plugin, explain().reason) == ("torch", "forced")
+
+
+def test_a_forced_plugins_stale_record_is_not_used(tmp_db, monkeypatch):
+    save_winner(open_store(tmp_db), relu_winner("openmp", config={"threads": 1}))
+    edited = type(registry.impl("relu", "openmp"))()
+    edited.__dict__["source_hash"] = "0" * 16  # as if its source had changed since tuning
+    monkeypatch.setitem(registry.impls["relu"], "openmp", edited)
+    reset_lookup()
+    with kernelzoo.use("openmp"):
+        assert (explain().reason, dict(explain().config)) == ("forced", {"threads": 2})
+
+
 def test_ties_within_measured_noise_go_to_the_plugin_order():
     torch_w = relu_winner("torch", time_ms=1.00, spread=0.05)
     assert pick_winner([torch_w, relu_winner("openmp", time_ms=1.03, spread=0.05)], "cpu").plugin == "openmp"

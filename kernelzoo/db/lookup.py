@@ -94,7 +94,8 @@ class WinnerLookup:
         self._missed: set[tuple] = set()
         self.misses = MissWriter()
 
-    def __call__(self, op: Op, call: Call) -> Choice | None:
+    def __call__(self, op: Op, call: Call, plugin: str | None = None) -> Choice | None:
+        """The tuned choice for ``call``; with ``plugin``, that plugin's tuned config (a forced plugin's)."""
         url = default_url()
         if url in self._broken:
             return None
@@ -102,11 +103,11 @@ class WinnerLookup:
 
         try:
             try:
-                return self._lookup(url, op, call)
+                return self._lookup(url, op, call, plugin)
             except CorruptDatabase as exc:  # found while reading: replace the file, then read the new one
                 replace_damaged(open_store(url), exc)
                 self.clear()
-                return self._lookup(url, op, call)
+                return self._lookup(url, op, call, plugin)
         except (DatabaseError, OSError) as exc:
             self._broken.add(url)
             # stacklevel 5: the caller of kernelzoo.explain, or kernelzoo.ops' wrapper for an op call
@@ -126,7 +127,7 @@ class WinnerLookup:
         self._shipped.clear()
         self._missed.clear()
 
-    def _lookup(self, url: str, op: Op, call: Call) -> Choice | None:
+    def _lookup(self, url: str, op: Op, call: Call, plugin: str | None = None) -> Choice | None:
         from kernelzoo.db.records import Miss, winners
         from kernelzoo.db.store import open_store
 
@@ -137,8 +138,8 @@ class WinnerLookup:
         group = (url, op.name, here.hash, dtype, flags)
         if group not in self._groups:
             self._groups[group] = winners(store, op=op.name, device_hash=here.hash, dtype=dtype, flags=flags)
-        by_bucket = self._usable(self._groups[group], op, call)
-        if bucket not in by_bucket and (url, *group[1:], bucket) not in self._missed:
+        by_bucket = self._usable(self._groups[group], op, call, plugin)
+        if plugin is None and bucket not in by_bucket and (url, *group[1:], bucket) not in self._missed:
             self._missed.add((url, *group[1:], bucket))
             self.misses.put(url, Miss(op=op.name, device=here, dtype=dtype, bucket=bucket, flags=flags,
                                       shape=op.shape_string(call), params=_params(call)))
@@ -156,10 +157,12 @@ class WinnerLookup:
         impl = registry.impls[op.name][winner.plugin]
         return Choice(winner.plugin, impl.config(winner.config), reason, impl)
 
-    def _usable(self, rows: list[Winner], op: Op, call: Call) -> Mapping[tuple[int, ...], list[Winner]]:
-        """Rows whose plugin is chosen automatically here, unchanged since tuning and able to run ``call``."""
+    def _usable(self, rows: list[Winner], op: Op, call: Call,
+                plugin: str | None = None) -> Mapping[tuple[int, ...], list[Winner]]:
+        """Rows whose plugin is chosen automatically here (or is ``plugin``), unchanged since tuning and able to
+        run ``call``."""
         impls = registry.impls.get(op.name, {})
-        allowed = set(plugin_order(call.device.type, impls))
+        allowed = {plugin} if plugin is not None else set(plugin_order(call.device.type, impls))
         by_bucket: dict[tuple[int, ...], list[Winner]] = {}
         for w in rows:
             impl = impls.get(w.plugin)
