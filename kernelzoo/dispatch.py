@@ -116,12 +116,18 @@ def _default_choices(op: Op, device: torch.device) -> list[Choice]:
     return choices
 
 
+def tuned(op: Op, call: Call, plugin: str | None = None) -> Choice | None:
+    """The tuned winner for ``call`` (exact bucket, else the nearest tuned one), or None; with ``plugin``, that
+    plugin's tuned config rather than the fastest plugin's."""
+    return _winner_source(op, call, plugin) if _winner_source is not None else None
+
+
 def _candidates(op: Op, call: Call) -> list[Choice]:
     key = (op.name, call.device, call.dtype, op.bucket(call), op.flags(call))
     found = _cache.get(key)
     if found is None:
-        tuned = _winner_source(op, call, None) if _winner_source is not None else None
-        found = ([tuned] if tuned is not None else []) + _default_choices(op, call.device)
+        winner = tuned(op, call)
+        found = ([winner] if winner is not None else []) + _default_choices(op, call.device)
         _cache[key] = found
     return found
 
@@ -173,9 +179,9 @@ def _choose(op: Op, call: Call, forced: str | None) -> Choice:
             raise UnsupportedError(f"{op.name}: plugin {forced!r} was forced but cannot run "
                                    f"{call.describe()}: {why}")
         # the plugin's tuned config where it has one for this call's bucket (or the nearest), else its default
-        tuned = _winner_source(op, call, forced) if _winner_source is not None else None
-        if tuned is not None:
-            return Choice(forced, tuned.config, f"forced, {tuned.reason}", impl)
+        winner = tuned(op, call, forced)
+        if winner is not None:
+            return Choice(forced, winner.config, f"forced, {winner.reason}", impl)
         return Choice(forced, impl.config(), "forced", impl)
     reasons = []
     for choice in _candidates(op, call):
@@ -270,7 +276,6 @@ def run_op(op: str, *args: Any, **kwargs: Any) -> Any:
 
 def call_op(op: str, *args: Any, **kwargs: Any) -> Any:
     """Check the arguments, choose an implementation, run it (through autograd if needed)."""
-    # kernelzoo.ops' functions repeat this body rather than call it: change both alike
     spec = registry.op(op)
     call = spec.check(*args, **kwargs)
     if spec.needs_autograd(call):

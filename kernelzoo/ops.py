@@ -10,23 +10,16 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from kernelzoo.dispatch import run_call
+from kernelzoo.dispatch import call_op
 from kernelzoo.registry import registry
 
 
 @functools.cache
 def _function(name: str) -> Callable[..., Any]:
     op = registry.op(name)
-
-    # dispatch.call_op's body: calling it would cost a frame and a repacking of the arguments (0.5 µs a call)
-    def run(*args: Any, **kwargs: Any) -> Any:
-        spec = registry.op(name)
-        call = spec.check(*args, **kwargs)
-        if spec.needs_autograd(call):
-            return spec.autograd(call)
-        return spec.result(call, run_call(spec, call))
-
-    run.__name__ = run.__qualname__ = name
+    # a partial, not a wrapper function: one Python frame less a call (0.4 µs of the op's host time)
+    run = functools.partial(call_op, name)
+    run.__name__ = run.__qualname__ = name  # type: ignore[attr-defined]
     run.__doc__ = type(op).__doc__
     run.__signature__ = op.signature  # type: ignore[attr-defined]
     return run

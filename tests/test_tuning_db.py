@@ -17,6 +17,7 @@ from tuning_helpers import reset_lookup, temporary_db
 
 import kernelzoo
 from kernelzoo import cli
+from kernelzoo.bench.cases import plugin_config
 from kernelzoo.db import records, schema, shipped, store
 from kernelzoo.db.models import Origin, SchemaVersionModel, ShippedImportModel
 from kernelzoo.db.prune import prune
@@ -105,6 +106,15 @@ def test_a_forced_plugin_runs_its_tuned_config(tmp_db):
     assert near.reason == "forced, tuned (nearest bucket n=2^12 for n=2^13)"
     with kernelzoo.use("torch"):  # no record of its own: its default, whatever the others' records
         assert (explain().plugin, explain().reason) == ("torch", "forced")
+
+
+def test_the_benchmark_runs_each_plugin_with_the_config_a_forced_call_runs(tmp_db):
+    save_winner(open_store(tmp_db), relu_winner("openmp", config={"threads": 1}))
+    spec = registry.op("relu")
+    openmp, torch_impl = registry.impl("relu", "openmp"), registry.impl("relu", "torch")
+    assert plugin_config(spec, openmp, spec.check(X)) == ({"threads": 1}, "tuned")
+    assert plugin_config(spec, openmp, spec.check(torch.randn(128, 64))) == ({"threads": 1}, "tuned nearby")
+    assert plugin_config(spec, torch_impl, spec.check(X)) == ({}, "default")
 
 
 def test_a_forced_plugins_stale_record_is_not_used(tmp_db, monkeypatch):

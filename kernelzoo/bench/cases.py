@@ -3,7 +3,6 @@ the config each plugin runs with, and the throughput and floor of a measured tim
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -12,8 +11,6 @@ import torch
 
 from kernelzoo import dispatch
 from kernelzoo.backends.triton import TritonImplementation, interpreting
-from kernelzoo.errors import DatabaseError
-from kernelzoo.fingerprint import fingerprint
 from kernelzoo.registry import (
     FLOATS,
     Call,
@@ -140,22 +137,12 @@ def restorer(spec: Op, call: Call) -> Callable[[], None]:
 
 def plugin_config(spec: Op, impl: Implementation, call: Call) -> tuple[dict[str, Any], str]:
     """The config ``impl`` runs ``call`` with, and where it comes from: the plugin's tuned config for the
-    call's bucket ("tuned"), else for its nearest tuned bucket ("tuned nearby"), else its "default"."""
-    from kernelzoo.db.records import winners
-    from kernelzoo.db.store import open_store
-
-    bucket = spec.bucket(call)
-    try:
-        rows = winners(open_store(), op=spec.name, device_hash=fingerprint(call.device).hash,
-                       dtype=dtype_name(call.dtype), flags=spec.flags(call))
-    except (DatabaseError, OSError):  # a missing or broken database never stops a benchmark
+    call's bucket ("tuned"), else for its nearest tuned bucket ("tuned nearby"), else its "default" (as a
+    forced plugin runs it)."""
+    choice = dispatch.tuned(spec, call, impl.plugin)
+    if choice is None:
         return impl.config(), "default"
-    mine = [w for w in rows if w.plugin == impl.plugin and w.source_hash == impl.source_hash
-            and len(w.bucket) == len(bucket)]
-    if not mine:
-        return impl.config(), "default"
-    best = min(mine, key=lambda w: (math.dist(w.bucket, bucket), w.bucket))
-    return impl.config(best.config), "tuned" if best.bucket == bucket else "tuned nearby"
+    return dict(choice.config), "tuned" if choice.reason.startswith("tuned (exact") else "tuned nearby"
 
 
 @dataclass(frozen=True)
