@@ -9,6 +9,9 @@ float16: GPU time (CUDA events, L2 flushed, host hidden) of the whole backward, 
 
 ``--config NAME=JSON`` (repeated) times those configs instead of the two layouts; ``--inner`` widens the
 BLOCK_INNER values the plugin accepts, in this process only, to try a step outside its config space.
+``--old-source FILE`` (an earlier attention_backward/cuda.cu; its includes are read from the plugin's directory)
+times every config a second time, built from that source (named NAME@old), in the same interleaved rounds: an
+A/B of a kernel change.
 
 With ``--ncu``, runs each dK/dV kernel once (for ``ncu -k regex:'dkdv|flash_bwd' ... python
 scripts/attention_bwd_split.py --ncu``) and times nothing.
@@ -20,11 +23,13 @@ import argparse
 import itertools
 import json
 import statistics
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from kernelzoo.backends.sources import expand_includes
 from kernelzoo.errors import UnsupportedError
 from kernelzoo.registry import registry
 from kernelzoo.timing import time_fn
@@ -55,12 +60,19 @@ def main() -> int:
     parser.add_argument("--dims", default="64,128")
     parser.add_argument("--inner", help="BLOCK_INNER values to accept, comma-separated")
     parser.add_argument("--config", action="append", default=[], metavar="NAME=JSON")
+    parser.add_argument("--old-source", type=Path)
     args = parser.parse_args()
     if args.inner:
         BWD.config_space["BLOCK_INNER"] = [int(v) for v in args.inner.split(",")]
     configs = {"split0": BWD.config(), "split1": BWD.config({"SPLIT": 1})}
     if args.config:
         configs = {name: BWD.config(json.loads(text)) for name, text in (c.split("=", 1) for c in args.config)}
+    runners = {name: (BWD, config) for name, config in configs.items()}
+    if args.old_source:
+        old = type(BWD)()  # its own kernel cache, its source read from the file
+        text = expand_includes(args.old_source.read_text(), "cuda.cu", BWD.source_dir())
+        old.read_source = lambda name: text
+        runners.update({f"{name}@old": (old, config) for name, config in configs.items()})
     failures, rows = 0, []
     for d, causal in itertools.product((int(v) for v in args.dims.split(",")), (False, True)):
         q, k, v, o, lse, do = inputs(d, causal)
@@ -68,9 +80,9 @@ def main() -> int:
         flash = flash_backward(q, k, v, do, causal)
         want = flash()
         runs = {"flash": flash}
-        for name, config in configs.items():
+        for name, (impl, config) in runners.items():
             try:
-                got = BWD.run(call, config)
+                got = impl.run(call, config)
             except UnsupportedError as exc:
                 print(f"D={d} causal={causal} {name}: unsupported: {exc}")
                 continue
@@ -80,7 +92,7 @@ def main() -> int:
             failures += not ok
             print(f"D={d} causal={causal} {name}: max |grad - FA2's| {worst:.2e} (largest |grad| {scale:.2e})"
                   f"{'' if ok else '  <- MISMATCH'}", flush=True)
-            runs[name] = lambda call=call, config=config: BWD.run(call, config)
+            runs[name] = lambda call=call, impl=impl, config=config: impl.run(call, config)
         if args.ncu:
             for fn in runs.values():
                 fn()
@@ -94,7 +106,7 @@ def main() -> int:
         med = {name: statistics.median(t) for name, t in times.items()}
         rows.append((d, causal, {name: flops / t / 1e9 for name, t in med.items()}))
     if rows:
-        names = list(configs)
+        names = list(runners)
         print("\nTFLOP/s, B=4 H=32 N=4096 float16 (medians of the rounds; in brackets, over FA2's):")
         print("| D | causal | FA2 | " + " | ".join(names) + " |")
         print("|---|---|---:|" + "---:|" * len(names))

@@ -150,6 +150,28 @@ __device__ constexpr int dq_warp_rows() {
   return best;
 }
 
+// add_dq's sums of rows row0 .. (16·MW of them) added into dq: one pointer a row, the columns as constant offsets
+// from it; CHECKED drops rows ≥ n_q and columns ≥ d.
+template <bool CHECKED, int MW, int NP, int WN>
+__device__ __forceinline__ void add_rows(const float (&acc)[MW][2 * NP][4], float* dq, int row0, int wn, int n_q,
+                                         int d) {
+  const int lane = threadIdx.x % 32, col0 = wn * 16 + lane % 4 * 2;
+#pragma unroll
+  for (int r = 0; r < MW; ++r)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int row = row0 + r * 16 + lane / 4 + 8 * half;
+      if (CHECKED && row >= n_q) continue;
+      float* at = dq + (i64)row * d + col0;
+#pragma unroll
+      for (int n = 0; n < 2 * NP; ++n) {
+        const int offset = n / 2 * WN * 16 + n % 2 * 8;  // inside the head dim's pairs
+        if ((KD % WN == 0 || wn + n / 2 * WN < KD) && (!CHECKED || col0 + offset < d))
+          red_add2(at + offset, acc[r][n][2 * half], acc[r][n][2 * half + 1]);
+      }
+    }
+}
+
 // One step's share of dQ, dS·K, added in float32 to rows m0 .. of one head's dq (rows of d floats, contiguous;
 // rows ≥ n_q and columns ≥ d are not added): dS (NI queries × BLOCK_OUTER keys) from the dSᵀ tile sds, K (keys ×
 // head dim) from sk. Warp w computes rows row0 = 16·MW·(w % WM) .. row0 + 16·MW - 1 of the step, and columns
@@ -188,19 +210,13 @@ __device__ __forceinline__ void add_dq(const T* sds, const T* sk, float* dq, int
       }
     }
   }
-#pragma unroll
-  for (int r = 0; r < MW; ++r)
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int row = m0 + row0 + r * 16 + lane / 4 + 8 * half;
-      if (row < n_q) {
-#pragma unroll
-        for (int n = 0; n < 2 * NP; ++n) {
-          const int col = (wn + n / 2 * WN) * 16 + n % 2 * 8 + lane % 4 * 2;  // < d: inside the head dim's pairs
-          if (col < d) red_add2(dq + (i64)row * d + col, acc[r][n][2 * half], acc[r][n][2 * half + 1]);
-        }
-      }
-    }
+  // A step whose rows all exist, at a head dim the kernel's fills (the common case), adds with no checks and no
+  // branch around each add.
+  if (m0 + NI <= n_q && d == HEAD_DIM) {
+    add_rows<false, MW, NP, WN>(acc, dq, m0 + row0, wn, n_q, d);
+  } else {
+    add_rows<true, MW, NP, WN>(acc, dq, m0 + row0, wn, n_q, d);
+  }
 }
 
 // q and do (B, Hq, Nq, d), k and v (B, Hk, Nk, d), dk and dv like k: element (b, h, row, col) at b·sb + h·sh +
