@@ -234,48 +234,86 @@ __device__ __forceinline__ void add_dq(const T* sds, const T* sk, float* dq, int
       i64 mask_sn, int heads, int kv_heads, int group, int n_q, int n_k, int d, float scale_log2, float scale
 // The kernels own the dynamic shared memory's declaration: one inside the template would have C++ linkage
 // against their C one.
-#define DKDV_BODY(DQ_ATOMIC)                                                                                     \
-  extern __shared__ __align__(16) unsigned char smem[];                                                         \
-  DKDV_PASS<DQ_ATOMIC>(smem, q, k, v, mask, dout, lse, delta, dk, dv, dq_accum, q_sb, q_sh, q_sm, k_sb, k_sh,   \
-                       k_sn, v_sb, v_sh, v_sn, do_sb, do_sh, do_sm, dk_sb, dk_sh, dk_sn, dv_sb, dv_sh, dv_sn,    \
-                       mask_sb, mask_sh, mask_sm, mask_sn, heads, kv_heads, group, n_q, n_k, d, scale_log2, scale)
+#define DKDV_BODY(DQ_ATOMIC)                                    \
+  extern __shared__ __align__(16) unsigned char smem[];         \
+  DKDV_PASS<DQ_ATOMIC>(smem, DKDV_ARGS)
 
-template <bool DQ_ATOMIC>
-__device__ __forceinline__ void dkdv_pass(unsigned char* smem, DKDV_PARAMS) {
-  T* sk = reinterpret_cast<T*>(smem);                    // [BLOCK_OUTER][LDS]: k, then dk on its way out
-  T* sv = sk + BLOCK_OUTER * LDS;                        // [BLOCK_OUTER][LDS]: v, then dv
-  T* sq = sv + BLOCK_OUTER * LDS;                        // [STAGES][NI][LDS]
-  T* sdo = sq + STAGES * NI * LDS;                       // [STAGES][NI][LDS]
-  float* s_lse = reinterpret_cast<float*>(sdo + STAGES * NI * LDS);  // [STAGES][NI]
-  float* s_delta = s_lse + STAGES * NI;                  // [STAGES][NI]
-  T* sds = reinterpret_cast<T*>(s_delta + STAGES * NI);  // [BLOCK_OUTER][LDSD] (DQ_ATOMIC): a step's dSᵀ
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int n0 = blockIdx.x * BLOCK_OUTER;
-  const int b = blockIdx.y / kv_heads, hk = blockIdx.y % kv_heads;
-  const int wrow = warp * MT * 16;
+// What the two dK/dV passes share: the tiles at the start of shared memory, the walk of their steps and the
+// steps' loads. Steps it = 0 .. total-1 walk the query tiles qt0 .. n_qt-1 of each head of the block's GQA group in
+// turn; causal: the tiles before the one holding query row n0 see none of its keys (a tile needs the causal mask
+// while its first row is before the block's last key). begin() issues k and v with step 0, then one cp.async group
+// per step (empty ones too): when step it is used, groups 0 .. it are complete.
+struct DkdvSteps {
+  T* sk;          // [BLOCK_OUTER][LDS]: k, then dk on its way out
+  T* sv;          // [BLOCK_OUTER][LDS]: v, then dv
+  T* sq;          // [STAGES][NI][LDS]
+  T* sdo;         // [STAGES][NI][LDS]
+  float* s_lse;   // [STAGES][NI]
+  float* s_delta; // [STAGES][NI]
+  T* sds;         // [BLOCK_OUTER][LDSD]: a step's dSᵀ (atomic dQ, and dkdv_split)
+  int n0, b, hk, qt0, per_head, total;
+  const T* q;
+  const T* dout;
+  const float* lse;
+  const float* delta;
+  i64 q_sb, q_sh, q_sm, do_sb, do_sh, do_sm;
+  int heads, group, n_q, d;
 
-  // Steps it = 0 .. total-1 walk the query tiles qt0 .. n_qt-1 of each head of the group in turn. Causal: the
-  // tiles before the one holding query row n0 see none of these keys; a tile needs the causal mask while its
-  // first row is before the block's last key.
-  const int qt0 = CAUSAL ? n0 / NI : 0, n_qt = (n_q + NI - 1) / NI;
-  const int per_head = n_qt > qt0 ? n_qt - qt0 : 0, total = group * per_head;
-  auto load_step = [&](int it, int st) {
-    const int h = hk * group + it / per_head, m0 = (qt0 + it % per_head) * NI;
+  __device__ __forceinline__ int head(int it) const { return hk * group + it / per_head; }
+  __device__ __forceinline__ int row0(int it) const { return (qt0 + it % per_head) * NI; }
+
+  // step it's q and dO tiles, lse and delta into stage st
+  __device__ __forceinline__ void load(int it, int st) const {
+    const int h = head(it), m0 = row0(it);
     const i64 stats = (i64)(b * heads + h) * n_q;
     load_rows<NI>(sq + st * NI * LDS, q + b * q_sb + h * q_sh, q_sm, m0, n_q, d);
     load_rows<NI>(sdo + st * NI * LDS, dout + b * do_sb + h * do_sh, do_sm, m0, n_q, d);
     load_row_stats(s_lse + st * NI, s_delta + st * NI, lse + stats, delta + stats, m0, n_q);
-  };
+  }
+};
 
-  // cp.async groups: k and v with step 0, then one group per step (empty ones too): when step it is used,
-  // groups 0 .. it are complete.
-  load_rows<BLOCK_OUTER>(sk, k + b * k_sb + hk * k_sh, k_sn, n0, n_k, d);
-  load_rows<BLOCK_OUTER>(sv, v + b * v_sb + hk * v_sh, v_sn, n0, n_k, d);
+__device__ __forceinline__ DkdvSteps dkdv_begin(unsigned char* smem, DKDV_PARAMS) {
+  DkdvSteps s;
+  s.sk = reinterpret_cast<T*>(smem);
+  s.sv = s.sk + BLOCK_OUTER * LDS;
+  s.sq = s.sv + BLOCK_OUTER * LDS;
+  s.sdo = s.sq + STAGES * NI * LDS;
+  s.s_lse = reinterpret_cast<float*>(s.sdo + STAGES * NI * LDS);
+  s.s_delta = s.s_lse + STAGES * NI;
+  s.sds = reinterpret_cast<T*>(s.s_delta + STAGES * NI);
+  s.n0 = blockIdx.x * BLOCK_OUTER;
+  s.b = blockIdx.y / kv_heads;
+  s.hk = blockIdx.y % kv_heads;
+  const int n_qt = (n_q + NI - 1) / NI;
+  s.qt0 = CAUSAL ? s.n0 / NI : 0;
+  s.per_head = n_qt > s.qt0 ? n_qt - s.qt0 : 0;
+  s.total = group * s.per_head;
+  s.q = q, s.dout = dout, s.lse = lse, s.delta = delta;
+  s.q_sb = q_sb, s.q_sh = q_sh, s.q_sm = q_sm, s.do_sb = do_sb, s.do_sh = do_sh, s.do_sm = do_sm;
+  s.heads = heads, s.group = group, s.n_q = n_q, s.d = d;
+  load_rows<BLOCK_OUTER>(s.sk, k + s.b * k_sb + s.hk * k_sh, k_sn, s.n0, n_k, d);
+  load_rows<BLOCK_OUTER>(s.sv, v + s.b * v_sb + s.hk * v_sh, v_sn, s.n0, n_k, d);
 #pragma unroll
   for (int st = 0; st < STAGES - 1; ++st) {
-    if (st < total) load_step(st, st);
+    if (st < s.total) s.load(st, st);
     cp_async_commit();
   }
+  return s;
+}
+
+#define DKDV_ARGS                                                                                                \
+  q, k, v, mask, dout, lse, delta, dk, dv, dq_accum, q_sb, q_sh, q_sm, k_sb, k_sh, k_sn, v_sb, v_sh, v_sn, do_sb, \
+      do_sh, do_sm, dk_sb, dk_sh, dk_sn, dv_sb, dv_sh, dv_sn, mask_sb, mask_sh, mask_sm, mask_sn, heads, kv_heads,  \
+      group, n_q, n_k, d, scale_log2, scale
+
+template <bool DQ_ATOMIC>
+__device__ __forceinline__ void dkdv_pass(unsigned char* smem, DKDV_PARAMS) {
+  const DkdvSteps steps = dkdv_begin(smem, DKDV_ARGS);
+  T *sk = steps.sk, *sv = steps.sv, *sq = steps.sq, *sdo = steps.sdo, *sds = steps.sds;
+  const float *s_lse = steps.s_lse, *s_delta = steps.s_delta;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int n0 = steps.n0, b = steps.b, hk = steps.hk, total = steps.total;
+  const int wrow = warp * MT * 16;
 
   float dk_acc[MT][ND][4], dv_acc[MT][ND][4];
   zero(dk_acc);
@@ -284,10 +322,10 @@ __device__ __forceinline__ void dkdv_pass(unsigned char* smem, DKDV_PARAMS) {
     cp_async_wait<STAGES - 2>();  // step it landed (this thread's part); the barrier: everyone's, and the
     __syncthreads();              // stage read in step it-1 (and sds) is free
     const int next = it + STAGES - 1;
-    if (next < total) load_step(next, next % STAGES);
+    if (next < total) steps.load(next, next % STAGES);
     cp_async_commit();
 
-    const int st = it % STAGES, h = hk * group + it / per_head, m0 = (qt0 + it % per_head) * NI;
+    const int st = it % STAGES, h = steps.head(it), m0 = steps.row0(it);
     const T* tq = sq + st * NI * LDS;
     const T* tdo = sdo + st * NI * LDS;
     const float* t_lse = s_lse + st * NI;
@@ -405,36 +443,13 @@ __device__ __forceinline__ void store_half(const float (&acc)[MS][NDH][4], float
 
 template <bool DQ_ATOMIC>
 __device__ __forceinline__ void dkdv_split(unsigned char* smem, DKDV_PARAMS) {
-  T* sk = reinterpret_cast<T*>(smem);                    // [BLOCK_OUTER][LDS]: k, then dk on its way out
-  T* sv = sk + BLOCK_OUTER * LDS;                        // [BLOCK_OUTER][LDS]: v, then dv
-  T* sq = sv + BLOCK_OUTER * LDS;                        // [STAGES][NI][LDS]
-  T* sdo = sq + STAGES * NI * LDS;                       // [STAGES][NI][LDS]
-  float* s_lse = reinterpret_cast<float*>(sdo + STAGES * NI * LDS);  // [STAGES][NI]
-  float* s_delta = s_lse + STAGES * NI;                  // [STAGES][NI]
-  T* sds = reinterpret_cast<T*>(s_delta + STAGES * NI);  // [BLOCK_OUTER][LDSD]: a step's dSᵀ
-  T* sp = sds + BLOCK_OUTER * LDSD;                      // [BLOCK_OUTER][LDSD]: a step's Pᵀ
+  const DkdvSteps steps = dkdv_begin(smem, DKDV_ARGS);
+  T *sk = steps.sk, *sv = steps.sv, *sq = steps.sq, *sdo = steps.sdo, *sds = steps.sds;
+  T* sp = sds + BLOCK_OUTER * LDSD;  // [BLOCK_OUTER][LDSD]: a step's Pᵀ
+  const float *s_lse = steps.s_lse, *s_delta = steps.s_delta;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, half = warp % 2;
-  const int n0 = blockIdx.x * BLOCK_OUTER;
-  const int b = blockIdx.y / kv_heads, hk = blockIdx.y % kv_heads;
+  const int n0 = steps.n0, b = steps.b, hk = steps.hk, total = steps.total;
   const int wrow = warp / 2 * MS * 16;
-
-  // the steps, their loads and the causal start as dkdv_pass's
-  const int qt0 = CAUSAL ? n0 / NI : 0, n_qt = (n_q + NI - 1) / NI;
-  const int per_head = n_qt > qt0 ? n_qt - qt0 : 0, total = group * per_head;
-  auto load_step = [&](int it, int st) {
-    const int h = hk * group + it / per_head, m0 = (qt0 + it % per_head) * NI;
-    const i64 stats = (i64)(b * heads + h) * n_q;
-    load_rows<NI>(sq + st * NI * LDS, q + b * q_sb + h * q_sh, q_sm, m0, n_q, d);
-    load_rows<NI>(sdo + st * NI * LDS, dout + b * do_sb + h * do_sh, do_sm, m0, n_q, d);
-    load_row_stats(s_lse + st * NI, s_delta + st * NI, lse + stats, delta + stats, m0, n_q);
-  };
-  load_rows<BLOCK_OUTER>(sk, k + b * k_sb + hk * k_sh, k_sn, n0, n_k, d);
-  load_rows<BLOCK_OUTER>(sv, v + b * v_sb + hk * v_sh, v_sn, n0, n_k, d);
-#pragma unroll
-  for (int st = 0; st < STAGES - 1; ++st) {
-    if (st < total) load_step(st, st);
-    cp_async_commit();
-  }
 
   float dk_acc[MS][NDH][4], dv_acc[MS][NDH][4];
   zero(dk_acc);
@@ -443,10 +458,10 @@ __device__ __forceinline__ void dkdv_split(unsigned char* smem, DKDV_PARAMS) {
     cp_async_wait<STAGES - 2>();
     __syncthreads();  // step it landed; the stage, sp and sds of step it-1 are free
     const int next = it + STAGES - 1;
-    if (next < total) load_step(next, next % STAGES);
+    if (next < total) steps.load(next, next % STAGES);
     cp_async_commit();
 
-    const int st = it % STAGES, h = hk * group + it / per_head, m0 = (qt0 + it % per_head) * NI;
+    const int st = it % STAGES, h = steps.head(it), m0 = steps.row0(it);
     const T* tq = sq + st * NI * LDS;
     const T* tdo = sdo + st * NI * LDS;
     const float* t_lse = s_lse + st * NI + half * NH;
