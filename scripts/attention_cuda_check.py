@@ -14,7 +14,8 @@
    not, float16, against torch's SDPA FLASH_ATTENTION backend (FlashAttention-2, through the torch plugins,
    which call its aten ops); TFLOP/s count forward 4·B·H·N²·D (halved when causal), backward 2.5× that.
 4. --sweep: every forward and backward config that fits, at the same shapes, against FA2 and cuDNN (the
-   eight fastest of each, registers and spills beside them; outputs compared with FA2's).
+   eight fastest of each, registers and spills beside them; outputs compared with FA2's); --sweep-forward:
+   the forward's only.
 Exits 1 on any mismatch or error.
 """
 
@@ -55,8 +56,10 @@ def configs(impl: Any, all_configs: bool) -> list[dict]:
         space = impl.config_space
         return [dict(zip(space, values)) for values in itertools.product(*space.values())]
     first = impl.config({k: v[0] for k, v in impl.config_space.items()})
-    if impl is FWD_CUDA:  # and 4 warps of 32 rows reading q from shared memory
-        return [impl.config(), first, impl.config({"BLOCK_N": 32, "WARPS": 4, "Q_REGS": 0})]
+    if impl is FWD_CUDA:  # and 4 warps of 32 rows reading q from shared memory; the warpgroup MMAs (sm_90)
+        return [impl.config(), first, impl.config({"BLOCK_N": 32, "WARPS": 4, "Q_REGS": 0}),
+                impl.config({"WGMMA": 1, "WARPS": 8, "BLOCK_N": 128}),
+                impl.config({"WGMMA": 1, "WARPS": 4, "BLOCK_M": 64, "BLOCK_N": 64})]
     return [impl.config(), first, impl.config({"SPLIT": 1})]  # and the dK/dV pass over pairs of warps
 
 
@@ -168,7 +171,7 @@ def timing(budget_ms: float) -> int:
     return failures
 
 
-def sweep(budget_ms: float) -> int:
+def sweep(budget_ms: float, forward_only: bool = False) -> int:
     """Every forward and backward config that fits each shape, timed against SDPA's FA2 and cuDNN backends."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -194,6 +197,8 @@ def sweep(budget_ms: float) -> int:
         o, lse = FWD_CUDA.run(fwd_call, FWD_CUDA.config())
         bwd_call = BWD.check(q, k, v, o, lse, do, causal=causal)
         for kind, impl, call, factor in (("fwd", FWD_CUDA, fwd_call, 1.0), ("bwd", BWD_CUDA, bwd_call, 2.5)):
+            if forward_only and kind == "bwd":
+                continue
             flash, cudnn = base["flash", kind], base["cudnn", kind]
             print(f"{kind} D={d} causal={causal}: flash {flash:.0f}, cudnn {cudnn:.0f}", flush=True)
             rows, space = [], impl.config_space
@@ -231,6 +236,7 @@ def main() -> int:
     parser.add_argument("--all-configs", action="store_true", help="check every config of the spaces")
     parser.add_argument("--skip-timing", action="store_true")
     parser.add_argument("--sweep", action="store_true", help="time every config that fits")
+    parser.add_argument("--sweep-forward", action="store_true", help="--sweep, the forward's configs only")
     parser.add_argument("--budget-ms", type=float, default=300.0)
     args = parser.parse_args()
     for impl in KERNELS:
@@ -245,8 +251,8 @@ def main() -> int:
     print(f"correctness: {failures} mismatch(es), {time.perf_counter() - start:.0f} s")
     if not args.skip_timing and not failures:
         failures += timing(args.budget_ms)
-    if args.sweep and not failures:
-        failures += sweep(args.budget_ms / 3)
+    if (args.sweep or args.sweep_forward) and not failures:
+        failures += sweep(args.budget_ms / 3, forward_only=args.sweep_forward)
     print("OK" if not failures else f"FAILED: {failures}")
     return 1 if failures else 0
 

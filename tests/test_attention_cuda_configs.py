@@ -105,3 +105,63 @@ def test_the_split_backward_compiles_without_a_large_spill(d):
     assert "attention_backward_dkdv_dq" in log
     most = 16 if cuda.nvrtc_version() >= (13, 5) else 64
     assert max(int(n) for n in re.findall(r"(\d+) bytes spill stores", log)) <= most
+
+
+# --- the warpgroup-MMA forward (WGMMA 1, sm_90a) ------------------------------------------------------------------
+
+@pytest.mark.parametrize(("d", "masked", "expected"), [
+    (64, False, {"WARPS": 4, "BLOCK_M": 64, "BLOCK_N": 128}),
+    (56, True, {"WARPS": 4, "BLOCK_M": 64, "BLOCK_N": 128}),     # compiled for head dim 64
+    (128, False, {"WARPS": 8, "BLOCK_N": 128, "STAGES": 3}),
+    (128, True, {"WARPS": 8, "BLOCK_N": 64, "STAGES": 3}),       # 128-key scores overflow the masked budget
+])
+def test_on_an_sm90_device_the_default_runs_the_warpgroup_mmas(monkeypatch, d, masked, expected):
+    monkeypatch.setattr(attention_cuda, "sm90", lambda device: True)
+    config = IMPL.fitted(forward_call(d, masked), IMPL.config())
+    assert config == IMPL.config({"WGMMA": 1, **expected})
+
+
+@pytest.mark.parametrize("d", [80, 96])
+def test_elsewhere_the_default_is_the_mma_sync_kernel(monkeypatch, d):
+    monkeypatch.setattr(attention_cuda, "sm90", lambda device: True)  # head dims the wgmma tiles do not take
+    assert IMPL.fitted(forward_call(d, False), IMPL.config())["WGMMA"] == 0
+    monkeypatch.setattr(attention_cuda, "sm90", lambda device: False)  # and any head dim off sm_90
+    assert IMPL.fitted(forward_call(64, False), IMPL.config()) == IMPL.config()
+
+
+@pytest.mark.parametrize(("overrides", "why"), [
+    ({"WARPS": 4}, "BLOCK_M = 16·WARPS"),             # 128 rows over one warpgroup
+    ({"WARPS": 8, "Q_REGS": 0}, "Q_REGS 1"),          # the same kernel as Q_REGS 1: not a second point
+])
+def test_the_wgmma_configs_outside_its_shape_are_rejected(overrides, why):
+    with pytest.raises(UnsupportedError, match=re.escape(why)):
+        IMPL.shared_memory(forward_call(64, False), IMPL.config({"WGMMA": 1, **overrides}))
+    with pytest.raises(UnsupportedError, match="head dims"):
+        IMPL.shared_memory(forward_call(96, False), IMPL.config({"WGMMA": 1, "WARPS": 8}))
+
+
+def test_the_wgmma_tiles_are_swizzled_without_padding():
+    config = IMPL.config({"WGMMA": 1, "WARPS": 8, "BLOCK_N": 128, "STAGES": 3})
+    # q (128 rows) and 3 stages of K and V (128 keys each), 2 bytes × 128 columns, and 1024 bytes to align them
+    assert IMPL.shared_memory(forward_call(128, False), config) == {"attention_forward": 1024 + 2 * 128 * (128 + 768)}
+    assert IMPL.target(config, "sm_90") == "sm_90a" and IMPL.target(IMPL.config(), "sm_90") == "sm_90"
+
+
+@pytest.mark.skipif(not cuda.compile_available()[0], reason="NVRTC not available")
+@pytest.mark.parametrize("dtype", ["kz_half", "kz_bf16"])
+@pytest.mark.parametrize(("d", "masked", "overrides"), [
+    (64, False, {"WARPS": 4, "BLOCK_M": 64, "BLOCK_N": 128}), (128, False, {"WARPS": 8, "BLOCK_N": 128}),
+    (128, True, {"WARPS": 8, "BLOCK_N": 64}), (64, False, {"WARPS": 8, "BLOCK_N": 32}),
+])
+def test_the_wgmma_kernel_compiles_for_sm90a_without_spills_or_serialized_mmas(dtype, d, masked, overrides):
+    """ptxas keeps the wgmma chains asynchronous (no 'wgmma.mma_async instructions are serialized' warning) and the
+    tile state in registers: 76-188 registers and no spill through NVRTC 13.0 and 13.5."""
+    call, config = forward_call(d, masked), IMPL.config({"WGMMA": 1, **overrides})
+    IMPL.shared_memory(call, config)
+    defines = {k: v for k, v in attention_cuda.call_defines(call, config).items() if k.isupper()}
+    cubin = cuda.compile_cubin(IMPL.read_source("cuda.cu"), defines={"T": dtype, **defines},
+                               options=["--ptxas-options=-v"], arch="sm_90a", name="cuda.cu")
+    log = cuda.last_log()
+    assert cubin[:4] == b"\x7fELF" and "'attention_forward' for 'sm_90a'" in log
+    assert "serialized" not in log
+    assert re.findall(r"(\d+) bytes spill stores", log) == ["0"]

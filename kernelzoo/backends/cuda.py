@@ -39,7 +39,7 @@ import operator
 import os
 import struct
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar
 
@@ -554,14 +554,16 @@ class Kernel:
 
 
 def load(source: str, *, defines: Mapping[str, int | float | str] = {}, options: Sequence[str] = (),
-         name: str = "kernel.cu") -> Module:
-    """Compile ``source`` for torch's current CUDA device and load it there; both cached."""
+         name: str = "kernel.cu", arch: Callable[[str], str] | None = None) -> Module:
+    """Compile ``source`` for torch's current CUDA device and load it there; both cached. ``arch`` maps the
+    device's "sm_XY" to the target compiled for (Hopper's "sm_90a" features, say), where given."""
     global _last_log
     torch.cuda.init()  # torch's runtime first, so that the context used below is the one it uses
     device = torch.cuda.current_device()
-    key = (source, tuple(sorted(defines.items())), tuple(options), name, device)
+    target = device_arch(device) if arch is None else arch(device_arch(device))
+    key = (source, tuple(sorted(defines.items())), tuple(options), name, device, target)
     if key not in _modules:
-        cubin = compile_cubin(source, defines=defines, options=options, arch=device_arch(device), name=name)
+        cubin = compile_cubin(source, defines=defines, options=options, arch=target, name=name)
         _modules[key] = Module(cubin, device, _last_log)
     _last_log = _modules[key].log
     return _modules[key]
@@ -585,6 +587,11 @@ class CudaImplementation(Implementation):
         """The ``-D`` defines of ``config`` for ``dtype``."""
         return {"T": dtype_define(dtype), **{k: v for k, v in config.items() if k.isupper()}}
 
+    def target(self, config: Mapping[str, Any], arch: str) -> str:
+        """The target that ``config`` compiles for on a device of ``arch``: the arch itself, unless the config
+        uses features of an arch-specific target (sm_90a's wgmma, for one)."""
+        return arch
+
     def kernel(self, name: str, dtype: torch.dtype, config: Mapping[str, Any]) -> Kernel:
         """Kernel ``name`` of this plugin's source, built for ``dtype`` and ``config``, on the current device."""
         # config's items in their order: the same config in another order is another key to the same module
@@ -592,10 +599,12 @@ class CudaImplementation(Implementation):
         kernels = self.__dict__.setdefault("_kernels", {})  # a dict lookup per launch, once built
         if key not in kernels:
             source = self.read_source(self.sources[0])
-            kernels[key] = load(source, defines=self.defines(dtype, config), name=self.sources[0]).function(name)
+            module = load(source, defines=self.defines(dtype, config), name=self.sources[0],
+                          arch=functools.partial(self.target, config))
+            kernels[key] = module.function(name)
         return kernels[key]
 
     def compile(self, dtype: torch.dtype, config: Mapping[str, Any], arch: str) -> bytes:
-        """The cubin for ``arch`` (no GPU needed): how CI checks every ``.cu`` compiles."""
+        """The cubin for a device of ``arch`` (no GPU needed): how CI checks every ``.cu`` compiles."""
         return compile_cubin(self.read_source(self.sources[0]), defines=self.defines(dtype, config),
-                             arch=arch, name=self.sources[0])
+                             arch=self.target(config, arch), name=self.sources[0])

@@ -18,6 +18,12 @@
 // loaded, and only tiles that straddle the diagonal or the end of the keys pay for masking. Blocks run
 // last-query-block first, so the longest ones start first and the short ones fill in behind them.
 // GQA: query head h reads key/value head h / group.
+//
+// WGMMA 1 (Hopper, compiled for sm_90a): the same algorithm with both products on warpgroup MMAs
+// (../_cuda/wgmma.cuh): each warpgroup of 4 warps owns 64 query rows (BLOCK_M = 16·WARPS); S = Q·Kᵀ reads q and
+// the K tile from shared memory by descriptor (m64 × BLOCK_N × k16 steps over the head dim), O += P·V takes P
+// from registers and V by descriptor (m64 × HEAD_DIM × k16 steps over the keys). The tiles are stored
+// 128-byte-swizzled instead of padded; HEAD_DIM 64 or 128.
 #ifndef BLOCK_M
 #define BLOCK_M 128
 #endif
@@ -30,7 +36,13 @@
 #ifndef STAGES
 #define STAGES 2
 #endif
+#ifndef WGMMA
+#define WGMMA 0
+#endif
 #include "../_cuda/flash.cuh"
+#if WGMMA
+#include "../_cuda/wgmma.cuh"
+#endif
 
 #define MT (BLOCK_M / (16 * WARPS))  // m16 row tiles per warp
 #define NT (BLOCK_N / 8)             // n8 key tiles per key tile
@@ -108,6 +120,7 @@ __device__ __forceinline__ void online_softmax(float (&s)[MT][NT][4], float (&m)
   }
 }
 
+#if !WGMMA
 // q (B, Hq, Nq, d), k and v (B, Hk, Nk, d), o like q: element (b, h, row, col) at b·sb + h·sh + row·sm + col
 // (strides in elements, each a multiple of 8, pointers 16-byte aligned: the wrapper sees to it). lse: float32
 // (B, Hq, Nq) contiguous. mask: attn_mask(b, h, query, key) at its four strides (MASK only). scale_log2: the
@@ -211,3 +224,142 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
   // The warp's rows of sq held its own q rows only, read into registers before the loop: its stage now.
   store_rows<MT>(acc, sq + wrow * LDS, o + b * o_sb + h * o_sh, o_sm, m0 + wrow, n_q, d);
 }
+#else  // WGMMA
+
+static_assert(MT == 1, "a warpgroup's 4 warps own its 64 rows: BLOCK_M = 16·WARPS");
+static_assert(HEAD_DIM % 64 == 0 && (BLOCK_N == 32 || BLOCK_N == 64 || BLOCK_N == 128),
+              "the wgmma path takes HEAD_DIM 64 or 128 and BLOCK_N 32, 64 or 128");
+#define CB (HEAD_DIM / 64)  // 64-column blocks of a swizzled tile
+
+// Rows row0 .. row0+ROWS-1 of a matrix (as load_rows) into the 128-byte-swizzled tile s [CB][ROWS][64]: chunk c
+// of row r goes to column block c / 8, chunk (c % 8) ^ (r % 8) of its line. A thread's rows are STEP apart, a
+// multiple of 8 (THREADS ≥ 128, CPR ≤ 16), so its chunk's place in the line is the same for all of them.
+template <int ROWS>
+__device__ __forceinline__ void load_rows_sw(T* s, const T* g, i64 stride, int row0, int n_rows, int d) {
+  constexpr int STEP = THREADS / CPR;
+  static_assert(THREADS % CPR == 0 && STEP % 8 == 0, "rows STEP apart share their swizzle");
+  const int r = threadIdx.x / CPR, c = threadIdx.x % CPR, col = c * 8;
+  const int rows = col < d ? n_rows - row0 - r : 0;
+  T* dst = s + c / 8 * ROWS * 64 + r * 64 + ((c % 8) ^ (r % 8)) * 8;
+  const T* src = g + (row0 + r) * stride + col;
+#pragma unroll
+  for (int i = 0; i < (ROWS + STEP - 1) / STEP; ++i, src += STEP * stride) {
+    if (ROWS % STEP == 0 || r + i * STEP < ROWS) cp_async16(dst + i * STEP * 64, src, i * STEP < rows ? 16 : 0);
+  }
+}
+
+// q (B, Hq, Nq, d), k and v (B, Hk, Nk, d), o like q, lse, mask: as the mma.sync kernel. Dynamic shared memory:
+// 1024 bytes of alignment slack, then the q tile and STAGES × (K, V) tiles, each 1024-byte aligned.
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
+    attention_forward(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+                      const MASK_T* __restrict__ mask, T* __restrict__ o, float* __restrict__ lse, i64 q_sb,
+                      i64 q_sh, i64 q_sm, i64 k_sb, i64 k_sh, i64 k_sn, i64 v_sb, i64 v_sh, i64 v_sn, i64 o_sb,
+                      i64 o_sh, i64 o_sm, i64 mask_sb, i64 mask_sh, i64 mask_sm, i64 mask_sn, int heads,
+                      int group, int n_q, int n_k, int d, float scale_log2) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* sq = reinterpret_cast<T*>(smem_raw + (1024 - smem_addr(smem_raw) % 1024) % 1024);  // [CB][BLOCK_M][64]
+  T* sk = sq + BLOCK_M * HEAD_DIM;        // [STAGES][CB][BLOCK_N][64]
+  T* sv = sk + STAGES * BLOCK_N * HEAD_DIM;  // [STAGES][CB][BLOCK_N][64]
+  const int warp = threadIdx.x / 32, wg = warp / 4;
+  const int m0 = (gridDim.x - 1 - blockIdx.x) * BLOCK_M;
+  const int bh = blockIdx.y, b = bh / heads, h = bh % heads, hk = h / group;
+  const int wrow = warp * 16;  // the warp's first row in the block
+  const T* kb = k + b * k_sb + hk * k_sh;
+  const T* vb = v + b * v_sb + hk * v_sh;
+  const AttnMask am{mask + b * mask_sb + h * mask_sh, mask_sm, mask_sn};
+
+  const int n_end = CAUSAL ? imin(n_k, imin(m0 + BLOCK_M, n_q)) : n_k;
+  const int n_tiles = (n_end + BLOCK_N - 1) / BLOCK_N;
+  const int n_full = CAUSAL ? imin(n_k / BLOCK_N, (m0 + 1) / BLOCK_N) : n_k / BLOCK_N;
+
+  load_rows_sw<BLOCK_M>(sq, q + b * q_sb + h * q_sh, q_sm, m0, n_q, d);
+#pragma unroll
+  for (int st = 0; st < STAGES - 1; ++st) {
+    if (st < n_tiles) {
+      load_rows_sw<BLOCK_N>(sk + st * BLOCK_N * HEAD_DIM, kb, k_sn, st * BLOCK_N, n_k, d);
+      load_rows_sw<BLOCK_N>(sv + st * BLOCK_N * HEAD_DIM, vb, v_sn, st * BLOCK_N, n_k, d);
+    }
+    cp_async_commit();
+  }
+
+  // Descriptors: the warpgroup's 64 q rows (K-major A), a stage's K tile (K-major B) and V tile (MN-major B,
+  // its 64-column blocks BLOCK_N lines apart). Steps and stages move only the start address (bits 0-13, in
+  // 16-byte units; shared addresses stay below 2^18, so adding to it never carries into the offsets).
+  const u64 q_desc = sw128_desc(sq + wg * 64 * 64, 16);
+  const u64 k_desc = sw128_desc(sk, 16);
+  const u64 v_desc = sw128_desc(sv, BLOCK_N * 128);
+  constexpr int STAGE_UNITS = BLOCK_N * HEAD_DIM * 2 / 16, Q_BLOCK_UNITS = BLOCK_M * 128 / 16,
+                K_BLOCK_UNITS = BLOCK_N * 128 / 16;
+
+  float acc[1][ND][4], m[1][2], l[1][2];
+  zero(acc);
+  m[0][0] = m[0][1] = -KZ_INF;
+  l[0][0] = l[0][1] = 0.0f;
+  float (&acc_flat)[ND * 4] = reinterpret_cast<float (&)[ND * 4]>(acc);
+
+  const float pre = SCALE_IN_EXP ? 1.0f : scale_log2;
+  for (int j = 0; j < n_tiles; ++j) {
+    cp_async_wait<STAGES - 2>();
+    fence_proxy_async();  // this thread's landed chunks, visible to the wgmma reads after the barrier
+    __syncthreads();
+    const int next = j + STAGES - 1;
+    if (next < n_tiles) {
+      load_rows_sw<BLOCK_N>(sk + next % STAGES * BLOCK_N * HEAD_DIM, kb, k_sn, next * BLOCK_N, n_k, d);
+      load_rows_sw<BLOCK_N>(sv + next % STAGES * BLOCK_N * HEAD_DIM, vb, v_sn, next * BLOCK_N, n_k, d);
+    }
+    cp_async_commit();
+
+    const int stage = j % STAGES * STAGE_UNITS;
+    float s[1][NT][4];
+    float (&s_flat)[NT * 4] = reinterpret_cast<float (&)[NT * 4]>(s);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < KD; ++kk) {
+      const int step = kk % 4 * 2;  // 32 bytes a k16 step along the line
+      wgmma_ss(s_flat, q_desc + kk / 4 * Q_BLOCK_UNITS + step, k_desc + stage + kk / 4 * K_BLOCK_UNITS + step,
+               kk > 0, T{});
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_operands(s_flat);
+
+    if (j < n_full) {
+      mask_scores<false, false, 1, BLOCK_N>(s, m0 + wrow, j * BLOCK_N, n_q, n_k, pre, am);
+    } else {
+      mask_scores<true, false, 1, BLOCK_N>(s, m0 + wrow, j * BLOCK_N, n_q, n_k, pre, am);
+    }
+    online_softmax(s, m, l, acc, scale_log2);
+    unsigned p[1][BLOCK_N / 16][4];
+    pack_p<1, BLOCK_N>(p, s);
+
+    wgmma_fence();
+#pragma unroll
+    for (int c = 0; c < BLOCK_N / 16; ++c)  // keys 16c .. 16c+15: lines 16c.. of every column block
+      wgmma_rs(acc_flat, p[0][c], v_desc + stage + c * 16 * 128 / 16, T{});
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_operands(acc_flat);
+  }
+  cp_async_wait<0>();
+
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float sum = l[0][r];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const float inv = sum == 0.0f ? 0.0f : 1.0f / sum;
+#pragma unroll
+    for (int jd = 0; jd < ND; ++jd) {
+      acc[0][jd][2 * r] *= inv;
+      acc[0][jd][2 * r + 1] *= inv;
+    }
+    const int row = m0 + wrow + lane / 4 + 8 * r;
+    if (lane % 4 == 0 && row < n_q) lse[(i64)bh * n_q + row] = sum == 0.0f ? -KZ_INF : (m[0][r] + log2f(sum)) * LN2;
+  }
+  // Every warpgroup's reads of q and the K/V ring are done past this barrier: o is staged from sq on, in rows
+  // of LDS (BLOCK_M·LDS elements: more than the q tile, less than q and one stage of K and V).
+  __syncthreads();
+  store_rows<1>(acc, sq + wrow * LDS, o + b * o_sb + h * o_sh, o_sm, m0 + wrow, n_q, d);
+}
+#endif  // WGMMA

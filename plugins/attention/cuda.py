@@ -4,7 +4,8 @@ One block per (BLOCK_M query rows, batch·head), WARPS warps of 16 or 32 rows; K
 through a STAGES-deep cp.async ring; S = Q·Kᵀ and O += P·V by mma.sync m16n8k16 with float32 accumulation,
 the online softmax in registers. float16 and bfloat16; head dims that are multiples of 8 up to 128 (compiled
 for the next multiple of 16); GQA, causal (top-left) and attn_mask (bool or additive, any broadcast) as the
-spec defines them. The helpers here serve the backward's cuda plugin too.
+spec defines them. WGMMA 1 runs the same algorithm on Hopper's warpgroup MMAs (compiled for sm_90a; head dims
+64 and 128, 64 query rows a warpgroup). The helpers here serve the backward's cuda plugin too.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ DEFAULT_SHARED_OPTIN = 227 * 1024  # H100; the device's own figure is used where
 # to 192 (the dQ pass's ptxas keeps 4-warp blocks near 168 registers with 8-40 bytes of spill even below that)
 # and 316-4168 above.
 STATE_REGISTERS = {"forward": 200, "forward_masked": 128, "backward": 192}
+WGMMA_HEAD_DIMS = (64, 128)  # the swizzled tiles are 64-column blocks; past 128 the accumulators overflow
 MASK_TYPES = {torch.bool: "unsigned char", torch.float32: "float", torch.float16: "kz_half",
               torch.bfloat16: "kz_bf16"}
 
@@ -75,6 +77,11 @@ def mask_args(call: Call) -> tuple[torch.Tensor | None, tuple[I64, ...], dict[st
     view = mask.expand(b, h, n_q, n_k)
     return view, tuple(I64(s) for s in view.stride()), {
         "MASK": 1, "MASK_T": MASK_TYPES[mask.dtype], "MASK_BOOL": int(mask.dtype == torch.bool)}
+
+
+def sm90(device: torch.device) -> bool:
+    """Whether ``device`` is an sm_90 GPU (Hopper: H100, H200), the one sm_90a's wgmma code runs on."""
+    return device.type == "cuda" and torch.cuda.get_device_capability(device) == (9, 0)
 
 
 def shared_limit(device: torch.device) -> int:
@@ -124,23 +131,56 @@ class AttentionCuda(CudaImplementation):
     # FlashAttention-2's 4 warps × 32 rows, which halves the K and V reads from shared memory per FLOP).
     # 48 points; for a call, those whose tile state overflows the registers (STATE_REGISTERS) or whose tiles
     # overflow shared memory are rejected.
+    # WGMMA 1: the warpgroup-MMA kernel (sm_90 devices only), 16 rows a warp (BLOCK_M = 16·WARPS) and q read by
+    # descriptor (Q_REGS 1 only, which it ignores); its points outside that are rejected, not run twice.
     config_space = {"BLOCK_M": [64, 128], "BLOCK_N": [32, 64, 128], "WARPS": [4, 8], "STAGES": [2, 3],
-                    "Q_REGS": [1, 0]}
+                    "Q_REGS": [1, 0], "WGMMA": [0, 1]}
     # 4 warps of 32 rows, 64-key tiles, q in registers: the fastest at head dim 64 on the H100 (1.02× FA2 at
     # N = 4096; docs/perf/attention-cuda.md). Where it does not fit a call (its tile state at head dims past 64,
     # or with an attn_mask), a call given it runs the first fallback that fits: q from shared memory (FA2's tiles
     # at head dim 128, 1.01-1.03× FA2), then 8 warps of 16 rows (every call up to head dim 128, masks included:
     # 195 registers and 102 KiB at 128, 0.75-0.84× FA2).
-    default_config = {"BLOCK_M": 128, "BLOCK_N": 64, "WARPS": 4, "STAGES": 2, "Q_REGS": 1}
+    default_config = {"BLOCK_M": 128, "BLOCK_N": 64, "WARPS": 4, "STAGES": 2, "Q_REGS": 1, "WGMMA": 0}
     fallbacks = ({"Q_REGS": 0}, {"WARPS": 8})
     # 32-key tiles with q from shared memory, which spill nothing at 128; 8 warps of 16 rows
-    tuning_seeds = ({"WARPS": 4, "BLOCK_N": 32, "Q_REGS": 0}, {"WARPS": 8})
+    # and the warpgroup MMAs (hopper_defaults).
+    tuning_seeds = ({"WARPS": 4, "BLOCK_N": 32, "Q_REGS": 0}, {"WARPS": 8},
+                    {"WGMMA": 1, "WARPS": 8, "BLOCK_N": 128, "STAGES": 3},
+                    {"WGMMA": 1, "WARPS": 4, "BLOCK_M": 64, "BLOCK_N": 128})
+    # On an sm_90 device a call given the default runs the warpgroup MMAs where they fit, before the default and
+    # its fallbacks: per kernel head dim, the fastest in the sweep of 2026-11-27 (H100, B=4 H=32 N=4096: at 64
+    # one warpgroup with 128-key tiles, 1.36-1.47× FA2; at 128 two warpgroups, 128-key tiles, 3 stages,
+    # 1.34-1.46×), then 64-key tiles (what fits with an attn_mask at 128).
+    hopper_defaults = {64: ({"WGMMA": 1, "WARPS": 4, "BLOCK_M": 64, "BLOCK_N": 128},),
+                       128: ({"WGMMA": 1, "WARPS": 8, "BLOCK_N": 128, "STAGES": 3},
+                             {"WGMMA": 1, "WARPS": 8, "BLOCK_N": 64, "STAGES": 3})}
 
     def supports(self, call: Call) -> str | None:
         return super().supports(call) or unsupported(call)
 
+    def target(self, config: Mapping[str, Any], arch: str) -> str:
+        return "sm_90a" if config.get("WGMMA") else arch
+
+    def wgmma_shared_memory(self, call: Call, config: Mapping[str, Any]) -> dict[str, int]:
+        """shared_memory() of a WGMMA config: the q tile and STAGES × (K, V) tiles, swizzled (no padding), and
+        1024 bytes to align them; tile state: scores, o accumulators and P packed."""
+        hd, bm, bn = kernel_head_dim(call.inputs["q"].shape[3]), config["BLOCK_M"], config["BLOCK_N"]
+        if call.device.type == "cuda" and not sm90(call.device):
+            raise UnsupportedError(f"{self.key}: WGMMA runs on sm_90 (Hopper) devices only")
+        if hd not in WGMMA_HEAD_DIMS:
+            raise UnsupportedError(f"{self.key}: WGMMA takes head dims {WGMMA_HEAD_DIMS}, not {hd}")
+        if bm != 16 * config["WARPS"] or not config["Q_REGS"]:
+            raise UnsupportedError(f"{self.key}: WGMMA runs 64 rows a warpgroup (BLOCK_M = 16·WARPS) with Q_REGS 1 "
+                                   f"(q is read by descriptor), not {config}")
+        shared = 1024 + 2 * hd * (bm + 2 * config["STAGES"] * bn)
+        budget = STATE_REGISTERS["forward" if call.inputs.get("attn_mask") is None else "forward_masked"]
+        check_fit(self.key, config, call, bn / 2 + hd / 2 + bn / 4, budget, shared)
+        return {"attention_forward": shared}
+
     def shared_memory(self, call: Call, config: Mapping[str, Any]) -> dict[str, int]:
         """Dynamic shared-memory bytes per kernel of ``config`` for ``call``, once the config fits the call."""
+        if config.get("WGMMA"):
+            return self.wgmma_shared_memory(call, config)
         hd, bm, bn = kernel_head_dim(call.inputs["q"].shape[3]), config["BLOCK_M"], config["BLOCK_N"]
         shared = 2 * (hd + 8) * (bm + 2 * config["STAGES"] * bn)  # q, STAGES × (K, V) tiles, rows of hd + 8
         mt = row_tiles(self.key, config, bm, config["WARPS"])
@@ -151,10 +191,12 @@ class AttentionCuda(CudaImplementation):
         return {"attention_forward": shared}
 
     def fitted(self, call: Call, config: Mapping[str, Any]) -> dict[str, Any]:
-        """``config``; or where it is the default and does not fit ``call``, the first fallback that does."""
+        """``config``; or where it is the default, the first Hopper default that fits ``call`` on an sm_90 device,
+        else the default itself where it fits, else the first fallback that does."""
         if config != self.config():
             return dict(config)
-        for overrides in ({}, *self.fallbacks):
+        first = self.hopper_defaults.get(kernel_head_dim(call.inputs["q"].shape[3]), ()) if sm90(call.device) else ()
+        for overrides in (*first, {}, *self.fallbacks):
             candidate = self.config(overrides)
             try:
                 self.shared_memory(call, candidate)

@@ -1,0 +1,80 @@
+// Hopper's warpgroup MMA (wgmma, sm_90a) for the flash-attention kernels: the shared-memory matrix descriptors of
+// 128-byte-swizzled tiles, the fences, and D (+)= A·B on one m64nNk16 step for N = 32, 64, 128 with float32
+// accumulators, A from shared memory (ss) or from registers (rs), B from shared memory.
+//
+// A warpgroup (4 consecutive warps, 128 threads) issues each wgmma together; warp w of it owns rows 16w .. 16w+15
+// of the m64 tile, and its fragments are those of mma.sync m16n8k16 (tensor_core.cuh): the accumulators of n8
+// tile j are d[4j .. 4j+3] (rows g, g+8; columns 8j + 2t, +1), and the A registers of an rs step are an m16n8k16
+// A fragment. So the online softmax, masking and epilogue of the mma.sync kernels work on them unchanged.
+//
+// Tiles: [HEAD_DIM / 64][rows][64] elements (64 columns of 16-bit elements = one 128-byte line a row), each
+// column block 1024-byte aligned, the 16-byte chunk c of row r stored at chunk c ^ (r % 8) (the 128-byte
+// swizzle; the descriptor's layout type 1 undoes it). One descriptor describes
+//   K-major (A, and B = Kᵀ: rows are M or N, the k16 step's 32 bytes along a line): 8-row groups 1024 bytes
+//     apart (stride byte offset); the leading byte offset is unused. Step kk of the head dim starts at column
+//     block kk / 4, byte 32·(kk % 4) of the line.
+//   MN-major (B = V, rows are k, N along the lines; imm-trans-b 1): k rows 8 at a time 1024 bytes apart
+//     (stride byte offset), N's 64-column blocks `rows`·128 bytes apart (leading byte offset). Step c of the
+//     keys starts at row 16c.
+// Accumulators and rs A registers are held by the wgmma until wgmma_wait; fence_operands after the wait keeps
+// the compiler from reading them (or writing them) across it.
+
+typedef unsigned long long u64;
+
+// A descriptor of a 128-byte-swizzled tile at p (shared memory); byte offsets as above.
+__device__ __forceinline__ u64 sw128_desc(const void* p, unsigned leading_bytes) {
+  const unsigned addr = smem_addr(p);
+  return (u64)((addr & 0x3FFFF) >> 4) | (u64)(leading_bytes >> 4) << 16 | (u64)(1024 >> 4) << 32 | 1ull << 62;
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
+// Writes of the generic proxy (st.shared, cp.async) made visible to the async proxy that wgmma reads through.
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+template <int N>
+__device__ __forceinline__ void fence_operands(float (&d)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// The accumulators as asm operands (8 at a time) and as the register list of the instruction.
+#define KZ_ACC8(d, i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
+    "+f"(d[i + 6]), "+f"(d[i + 7])
+#define KZ_ACC16(d) KZ_ACC8(d, 0), KZ_ACC8(d, 8)
+#define KZ_ACC32(d) KZ_ACC16(d), KZ_ACC8(d, 16), KZ_ACC8(d, 24)
+#define KZ_ACC64(d) KZ_ACC32(d), KZ_ACC8(d, 32), KZ_ACC8(d, 40), KZ_ACC8(d, 48), KZ_ACC8(d, 56)
+#define KZ_REGS16 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
+#define KZ_REGS32 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, " \
+    "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define KZ_REGS64 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, " \
+    "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, " \
+    "%41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, " \
+    "%61, %62, %63}"
+
+// d (+)= A·B on one m64nNk16 step (H = N/2 accumulators a thread; O0 .. O5 the operand numbers H .. H+5 as text).
+// wgmma_ss: A and B by descriptor; accumulate 0 overwrites d (a product's first step). wgmma_rs: A from registers
+// (a warp's m16n8k16 A fragment), B MN-major (imm-trans-b 1), always accumulating.
+#define KZ_WGMMA(N, H, TY, TAG, O0, O1, O2, O3, O4, O5)                                                         \
+  __device__ __forceinline__ void wgmma_ss(float (&d)[H], u64 a, u64 b, int accumulate, TAG) {                 \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" O2 ", 0;\n"                                              \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TY "." TY " " KZ_REGS##H ", %" O0 ", %" O1  \
+                 ", p, 1, 1, 0, 0;\n}\n"                                                                        \
+                 : KZ_ACC##H(d) : "l"(a), "l"(b), "r"(accumulate));                                             \
+  }                                                                                                              \
+  __device__ __forceinline__ void wgmma_rs(float (&d)[H], const unsigned (&a)[4], u64 b, TAG) {                \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" O5 ", 0;\n"                                              \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TY "." TY " " KZ_REGS##H ", {%" O0 ", %" O1 \
+                 ", %" O2 ", %" O3 "}, %" O4 ", p, 1, 1, 1;\n}\n"                                                \
+                 : KZ_ACC##H(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));                  \
+  }
+
+KZ_WGMMA(32, 16, "f16", kz_half, "16", "17", "18", "19", "20", "21")
+KZ_WGMMA(32, 16, "bf16", kz_bf16, "16", "17", "18", "19", "20", "21")
+KZ_WGMMA(64, 32, "f16", kz_half, "32", "33", "34", "35", "36", "37")
+KZ_WGMMA(64, 32, "bf16", kz_bf16, "32", "33", "34", "35", "36", "37")
+KZ_WGMMA(128, 64, "f16", kz_half, "64", "65", "66", "67", "68", "69")
+KZ_WGMMA(128, 64, "bf16", kz_bf16, "64", "65", "66", "67", "68", "69")
+#undef KZ_WGMMA
