@@ -1,0 +1,87 @@
+"""The cuda forward's warpgroup-MMA configs with and without a code-shaping define, timed in the same rounds.
+
+    python scripts/attention_wgmma_ab.py --define NAME [--rounds 3] [--budget-ms 60]
+
+For B=4 H=32 N=4096 float16, D 64 and 128, causal and not: every listed WGMMA config with the define at 0 and at
+1 (an upper-case config entry becomes a -D define), each checked against FA2's output first, then timed (GPU time,
+L2 flushed, host hidden) in interleaved rounds, each round in its own shuffled order; the table gives the median
+TFLOP/s of the rounds and the ratio of 1 over 0, with FA2 and cuDNN timed in the same rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import random
+import statistics
+import sys
+from functools import partial
+
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from kernelzoo.registry import randn, registry
+from kernelzoo.timing import time_fn
+
+FWD, IMPL = registry.op("attention"), registry.impl("attention", "cuda")
+CONFIGS = ["64/64/4/2", "64/128/4/2", "64/128/4/3", "128/64/8/2", "128/64/8/3", "128/128/8/2", "128/128/8/3"]
+
+
+def sdpa(backend, q, k, v, causal):
+    with sdpa_kernel(backend):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--define", required=True, help="a define of plugins/attention/cuda.cu to try at 0 and 1")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--budget-ms", type=float, default=60.0)
+    args = parser.parse_args()
+    g = torch.Generator().manual_seed(0)
+    failures = 0
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}; TFLOP/s, B=4 H=32 N=4096 float16; "
+          f"config BLOCK_M/BLOCK_N/WARPS/STAGES; {args.define}=0 and =1")
+    print(f"| D | causal | FA2 | cuDNN | config | {args.define}=0 | {args.define}=1 | 1 / 0 |")
+    print("|---|---|---:|---:|---|---:|---:|---:|")
+    for d, causal in itertools.product((64, 128), (False, True)):
+        q, k, v = (randn((4, 32, 4096, d), "cuda", torch.float16, g) for _ in range(3))
+        call = FWD.check(q, k, v, causal=causal)
+        flops = FWD.flops(call)
+        ref = sdpa(SDPBackend.FLASH_ATTENTION, q, k, v, causal)
+        runs = {"flash": partial(sdpa, SDPBackend.FLASH_ATTENTION, q, k, v, causal),
+                "cudnn": partial(sdpa, SDPBackend.CUDNN_ATTENTION, q, k, v, causal)}
+        for name, value in itertools.product(CONFIGS, (0, 1)):
+            bm, bn, w, st = map(int, name.split("/"))
+            config = {**IMPL.config({"WGMMA": 1, "BLOCK_M": bm, "BLOCK_N": bn, "WARPS": w, "STAGES": st}),
+                      args.define: value}
+            try:
+                IMPL.shared_memory(call, config)
+            except Exception as exc:  # does not fit: not a candidate
+                print(f"  skip {name} {args.define}={value}: {exc}", file=sys.stderr)
+                continue
+            err = float((IMPL.run(call, config)[0].float() - ref.float()).abs().max())
+            if err > 2e-2:
+                print(f"MISMATCH D={d} causal={causal} {name} {args.define}={value}: max |o - FA2's| {err:.1e}")
+                failures += 1
+                continue
+            runs[name, value] = partial(IMPL.run, call, config)
+        times: dict = {key: [] for key in runs}
+        for _ in range(args.rounds):
+            order = list(runs)
+            random.shuffle(order)
+            for key in order:
+                ms = time_fn(runs[key], "cuda", budget_ms=args.budget_ms, hide_host=True).median_ms
+                times[key].append(flops / (ms * 1e-3) / 1e12)
+        tf = {key: statistics.median(v) for key, v in times.items()}
+        for name in CONFIGS:
+            a, b = tf.get((name, 0)), tf.get((name, 1))
+            if a is None or b is None:
+                continue
+            print(f"| {d} | {'yes' if causal else 'no'} | {tf['flash']:.0f} | {tf['cudnn']:.0f} | {name} | {a:.0f} | "
+                  f"{b:.0f} | {b / a:.2f} |", flush=True)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
