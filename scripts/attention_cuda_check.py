@@ -59,6 +59,7 @@ def configs(impl: Any, all_configs: bool) -> list[dict]:
     if impl is FWD_CUDA:  # and 4 warps of 32 rows reading q from shared memory; the warpgroup MMAs (sm_90)
         return [impl.config(), first, impl.config({"BLOCK_N": 32, "WARPS": 4, "Q_REGS": 0}),
                 impl.config({"WGMMA": 1, "WARPS": 8, "BLOCK_N": 128}),
+                impl.config({"WGMMA": 1, "WARPS": 12, "BLOCK_M": 192, "BLOCK_N": 128}),
                 impl.config({"WGMMA": 1, "WARPS": 4, "BLOCK_M": 64, "BLOCK_N": 64})]
     return [impl.config(), first, impl.config({"SPLIT": 1})]  # and the dK/dV pass over pairs of warps
 

@@ -1,11 +1,12 @@
-"""The cuda forward's warpgroup-MMA configs with and without a code-shaping define, timed in the same rounds.
+"""The cuda forward's warpgroup-MMA configs timed in the same rounds, with and without a code-shaping define.
 
-    python scripts/attention_wgmma_ab.py --define NAME [--rounds 3] [--budget-ms 60]
+    python scripts/attention_wgmma_ab.py [--define NAME] [--configs 64/128/4/2,...] [--rounds 3] [--budget-ms 60]
 
-For B=4 H=32 N=4096 float16, D 64 and 128, causal and not: every listed WGMMA config with the define at 0 and at
+For B=4 H=32 N=4096 float16, D 64 and 128, causal and not: every listed WGMMA config (BLOCK_M/BLOCK_N/WARPS/
+STAGES, in or outside the config space; those that do not fit a shape are skipped), with --define NAME at 0 and at
 1 (an upper-case config entry becomes a -D define), each checked against FA2's output first, then timed (GPU time,
 L2 flushed, host hidden) in interleaved rounds, each round in its own shuffled order; the table gives the median
-TFLOP/s of the rounds and the ratio of 1 over 0, with FA2 and cuDNN timed in the same rounds.
+TFLOP/s of the rounds (and the ratio of 1 over 0), with FA2 and cuDNN timed in the same rounds.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from kernelzoo.registry import randn, registry
 from kernelzoo.timing import time_fn
 
 FWD, IMPL = registry.op("attention"), registry.impl("attention", "cuda")
-CONFIGS = ["64/64/4/2", "64/128/4/2", "64/128/4/3", "128/64/8/2", "128/64/8/3", "128/128/8/2", "128/128/8/3"]
+CONFIGS = "64/64/4/2,64/128/4/2,64/128/4/3,128/64/8/2,128/64/8/3,128/128/8/2,128/128/8/3"
 
 
 def sdpa(backend, q, k, v, causal):
@@ -34,16 +35,22 @@ def sdpa(backend, q, k, v, causal):
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--define", required=True, help="a define of plugins/attention/cuda.cu to try at 0 and 1")
+    parser.add_argument("--define", help="a define of plugins/attention/cuda.cu to try at 0 and 1")
+    parser.add_argument("--configs", default=CONFIGS, help="BLOCK_M/BLOCK_N/WARPS/STAGES, comma-separated")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--budget-ms", type=float, default=60.0)
     args = parser.parse_args()
     g = torch.Generator().manual_seed(0)
     failures = 0
+    configs, values = args.configs.split(","), (0, 1) if args.define else (None,)
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}; TFLOP/s, B=4 H=32 N=4096 float16; "
-          f"config BLOCK_M/BLOCK_N/WARPS/STAGES; {args.define}=0 and =1")
-    print(f"| D | causal | FA2 | cuDNN | config | {args.define}=0 | {args.define}=1 | 1 / 0 |")
-    print("|---|---|---:|---:|---|---:|---:|---:|")
+          f"config BLOCK_M/BLOCK_N/WARPS/STAGES" + (f"; {args.define}=0 and =1" if args.define else ""))
+    if args.define:
+        print(f"| D | causal | FA2 | cuDNN | config | {args.define}=0 | {args.define}=1 | 1 / 0 |")
+        print("|---|---|---:|---:|---|---:|---:|---:|")
+    else:
+        print("| D | causal | FA2 | cuDNN | config | TFLOP/s | / FA2 | / cuDNN |")
+        print("|---|---|---:|---:|---|---:|---:|---:|")
     for d, causal in itertools.product((64, 128), (False, True)):
         q, k, v = (randn((4, 32, 4096, d), "cuda", torch.float16, g) for _ in range(3))
         call = FWD.check(q, k, v, causal=causal)
@@ -51,10 +58,11 @@ def main() -> int:
         ref = sdpa(SDPBackend.FLASH_ATTENTION, q, k, v, causal)
         runs = {"flash": partial(sdpa, SDPBackend.FLASH_ATTENTION, q, k, v, causal),
                 "cudnn": partial(sdpa, SDPBackend.CUDNN_ATTENTION, q, k, v, causal)}
-        for name, value in itertools.product(CONFIGS, (0, 1)):
+        for name, value in itertools.product(configs, values):
             bm, bn, w, st = map(int, name.split("/"))
-            config = {**IMPL.config({"WGMMA": 1, "BLOCK_M": bm, "BLOCK_N": bn, "WARPS": w, "STAGES": st}),
-                      args.define: value}
+            config = IMPL.config({"WGMMA": 1, "BLOCK_M": bm, "BLOCK_N": bn, "WARPS": w, "STAGES": st})
+            if args.define:
+                config[args.define] = value
             try:
                 IMPL.shared_memory(call, config)
             except Exception as exc:  # does not fit: not a candidate
@@ -74,12 +82,14 @@ def main() -> int:
                 ms = time_fn(runs[key], "cuda", budget_ms=args.budget_ms, hide_host=True).median_ms
                 times[key].append(flops / (ms * 1e-3) / 1e12)
         tf = {key: statistics.median(v) for key, v in times.items()}
-        for name in CONFIGS:
-            a, b = tf.get((name, 0)), tf.get((name, 1))
-            if a is None or b is None:
-                continue
-            print(f"| {d} | {'yes' if causal else 'no'} | {tf['flash']:.0f} | {tf['cudnn']:.0f} | {name} | {a:.0f} | "
-                  f"{b:.0f} | {b / a:.2f} |", flush=True)
+        head = f"| {d} | {'yes' if causal else 'no'} | {tf['flash']:.0f} | {tf['cudnn']:.0f}"
+        for name in configs:
+            if args.define and (name, 0) in tf and (name, 1) in tf:
+                a, b = tf[name, 0], tf[name, 1]
+                print(f"{head} | {name} | {a:.0f} | {b:.0f} | {b / a:.2f} |", flush=True)
+            elif not args.define and (name, None) in tf:
+                t = tf[name, None]
+                print(f"{head} | {name} | {t:.0f} | {t / tf['flash']:.2f} | {t / tf['cudnn']:.2f} |", flush=True)
     return 1 if failures else 0
 
 

@@ -1,16 +1,29 @@
 #!/usr/bin/env bash
 # One device call: re-tune the cuda plugins of attention (float16 and bfloat16) and attention_backward (float16)
-# at the representative shapes into a fresh database and export their records to $OUT/cuda.json, for tuning_db/ once merged.
-#     . .whl/env.sh && scripts/gpu_attention_cuda_tune.sh          (FWD_TRIALS, BWD_TRIALS: trials per key)
+# at the representative shapes into a fresh database and export their records to $OUT/cuda.json, for tuning_db/
+# once merged.      . .whl/env.sh && scripts/gpu_attention_cuda_tune.sh
+# OPS: the ops (default both); FWD_TRIALS, BWD_TRIALS: trials per key; CHECK=1 first runs attention_cuda_check.py
+# --skip-timing (odd shapes against float64) and stops on a mismatch.
 set -uo pipefail
 out=${OUT:-/tmp/kz-out}
 mkdir -p "$out"
 export KERNELZOO_DB="sqlite:///$out/tune.db"
+if [ "${CHECK:-0}" = 1 ]; then
+    python3 scripts/attention_cuda_check.py --skip-timing > "$out/check.log" 2>&1
+    rc=$?
+    echo "attention_cuda_check: rc $rc, $(grep -c '^ok' "$out/check.log") ok," \
+         "$(grep -c '^FAIL\|^ERROR' "$out/check.log") failed"
+    [ $rc = 0 ] || { grep -m 5 '^FAIL\|^ERROR\|Traceback' "$out/check.log"; exit 1; }
+fi
 start=$SECONDS
-kernelzoo tune --op attention --plugin cuda --trials "${FWD_TRIALS:-8}" --quiet > "$out/tune.log" 2>&1
-echo "attention cuda: rc $?, $((SECONDS - start)) s"
-kernelzoo tune --op attention_backward --dtype float16 --plugin cuda --trials "${BWD_TRIALS:-8}" --quiet >> "$out/tune.log" 2>&1
-echo "attention_backward cuda: rc $?, $((SECONDS - start)) s"
+for op in ${OPS:-attention attention_backward}; do
+    if [ "$op" = attention ]; then
+        kernelzoo tune --op attention --plugin cuda --trials "${FWD_TRIALS:-8}" --quiet >> "$out/tune.log" 2>&1
+    else
+        kernelzoo tune --op "$op" --dtype float16 --plugin cuda --trials "${BWD_TRIALS:-8}" --quiet >> "$out/tune.log" 2>&1
+    fi
+    echo "$op cuda: rc $?, $((SECONDS - start)) s"
+done
 kernelzoo db export "$out/cuda.json" >> "$out/tune.log" 2>&1
 python3 - "$out/cuda.json" <<'PY'
 import json, sys

@@ -131,9 +131,10 @@ class AttentionCuda(CudaImplementation):
     # FlashAttention-2's 4 warps × 32 rows, which halves the K and V reads from shared memory per FLOP).
     # 48 points; for a call, those whose tile state overflows the registers (STATE_REGISTERS) or whose tiles
     # overflow shared memory are rejected.
-    # WGMMA 1: the warpgroup-MMA kernel (sm_90 devices only), 16 rows a warp (BLOCK_M = 16·WARPS) and q read by
-    # descriptor (Q_REGS 1 only, which it ignores); its points outside that are rejected, not run twice.
-    config_space = {"BLOCK_M": [64, 128], "BLOCK_N": [32, 64, 128], "WARPS": [4, 8], "STAGES": [2, 3],
+    # WGMMA 1: the warpgroup-MMA kernel (sm_90 devices only), 16 rows a warp (BLOCK_M = 16·WARPS: one to three
+    # warpgroups) and q read by descriptor (Q_REGS 1 only, which it ignores); its points outside that are
+    # rejected, not run twice. 12 warps (192 rows) are the warpgroup kernel's only.
+    config_space = {"BLOCK_M": [64, 128, 192], "BLOCK_N": [32, 64, 128], "WARPS": [4, 8, 12], "STAGES": [2, 3],
                     "Q_REGS": [1, 0], "WGMMA": [0, 1]}
     # 4 warps of 32 rows, 64-key tiles, q in registers: the fastest at head dim 64 on the H100 (1.02× FA2 at
     # N = 4096; docs/perf/attention-cuda.md). Where it does not fit a call (its tile state at head dims past 64,
@@ -145,14 +146,16 @@ class AttentionCuda(CudaImplementation):
     # 32-key tiles with q from shared memory, which spill nothing at 128; 8 warps of 16 rows
     # and the warpgroup MMAs (hopper_defaults).
     tuning_seeds = ({"WARPS": 4, "BLOCK_N": 32, "Q_REGS": 0}, {"WARPS": 8},
+                    {"WGMMA": 1, "WARPS": 12, "BLOCK_M": 192, "BLOCK_N": 128},
                     {"WGMMA": 1, "WARPS": 8, "BLOCK_N": 128, "STAGES": 3},
                     {"WGMMA": 1, "WARPS": 4, "BLOCK_M": 64, "BLOCK_N": 128})
     # On an sm_90 device a call given the default runs the warpgroup MMAs where they fit, before the default and
-    # its fallbacks: per kernel head dim, the fastest in the sweep of 2026-11-27 (H100, B=4 H=32 N=4096: at 64
-    # one warpgroup with 128-key tiles, 1.36-1.47× FA2; at 128 two warpgroups, 128-key tiles, 3 stages,
-    # 1.34-1.46×), then 64-key tiles (what fits with an attn_mask at 128).
+    # its fallbacks: per kernel head dim, the fastest in the runs of 2026-11-27 (H100, B=4 H=32 N=4096: at 64
+    # one warpgroup with 128-key tiles, 1.47-1.51× FA2; at 128 three warpgroups with 128-key tiles, 1.39-1.50×,
+    # then two), then 64-key tiles (what fits with an attn_mask at 128).
     hopper_defaults = {64: ({"WGMMA": 1, "WARPS": 4, "BLOCK_M": 64, "BLOCK_N": 128},),
-                       128: ({"WGMMA": 1, "WARPS": 8, "BLOCK_N": 128, "STAGES": 3},
+                       128: ({"WGMMA": 1, "WARPS": 12, "BLOCK_M": 192, "BLOCK_N": 128},
+                             {"WGMMA": 1, "WARPS": 8, "BLOCK_N": 128, "STAGES": 3},
                              {"WGMMA": 1, "WARPS": 8, "BLOCK_N": 64, "STAGES": 3})}
 
     def supports(self, call: Call) -> str | None:
@@ -182,6 +185,9 @@ class AttentionCuda(CudaImplementation):
         if config.get("WGMMA"):
             return self.wgmma_shared_memory(call, config)
         hd, bm, bn = kernel_head_dim(call.inputs["q"].shape[3]), config["BLOCK_M"], config["BLOCK_N"]
+        if config["WARPS"] not in (4, 8):
+            raise UnsupportedError(f"{self.key}: the mma.sync kernel runs 4 or 8 warps, not {config['WARPS']} (its "
+                                   "tile state takes more registers than 12 warps leave a thread)")
         shared = 2 * (hd + 8) * (bm + 2 * config["STAGES"] * bn)  # q, STAGES × (K, V) tiles, rows of hd + 8
         mt = row_tiles(self.key, config, bm, config["WARPS"])
         # o accumulators mt·hd/2 and scores mt·bn/2; q fragments mt·hd/4 (Q_REGS) or one k16 step's, 4·mt
