@@ -46,6 +46,8 @@ class Choice:
     config: Mapping[str, Any]
     reason: str
     impl: Implementation = field(repr=False)
+    forced: bool = False  # kernelzoo.use / KERNELZOO_PLUGIN named the plugin: no fallback to another
+    nearest: bool = False  # a tuned config of the nearest tuned bucket, not of the call's own
 
 
 # A source of tuned winners: (op, call, plugin) -> Choice or None; plugin None: the fastest plugin's, else that
@@ -181,8 +183,8 @@ def _choose(op: Op, call: Call, forced: str | None) -> Choice:
         # the plugin's tuned config where it has one for this call's bucket (or the nearest), else its default
         winner = tuned(op, call, forced)
         if winner is not None:
-            return Choice(forced, winner.config, f"forced, {winner.reason}", impl)
-        return Choice(forced, impl.config(), "forced", impl)
+            return Choice(forced, winner.config, f"forced, {winner.reason}", impl, True, winner.nearest)
+        return Choice(forced, impl.config(), "forced", impl, True)
     reasons = []
     for choice in _candidates(op, call):
         why = choice.impl.supports(call)
@@ -249,7 +251,7 @@ def _run(spec: Op, call: Call) -> tuple[Any, Choice]:
     try:
         return choice.impl.run(call, choice.config), choice
     except UnsupportedError as exc:
-        if choice.reason.startswith("forced"):
+        if choice.forced:
             raise
         first = exc
     for other in _candidates(spec, call):

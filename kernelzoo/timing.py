@@ -13,14 +13,16 @@ runs; the repeat count adapts so a measurement takes about ``budget_ms``.
 from __future__ import annotations
 
 import functools
+import random
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
+K = TypeVar("K", bound=Hashable)
 _flush_buffers: dict[torch.device, torch.Tensor] = {}
 L2_FLUSH_BYTES = 256 << 20
 
@@ -141,3 +143,17 @@ def _time_cuda(fn: Callable[[], Any], setup: Callable[[], Any], device: torch.de
             finish.record()
         torch.cuda.synchronize()
     return Timing(tuple(b.elapsed_time(f) for b, f in events), host_ms)
+
+
+def time_rounds(fns: Mapping[K, Callable[[], Any]], device: torch.device | str, *, rounds: int = 3,
+                **options: Any) -> dict[K, list[float]]:
+    """Each candidate's median ms in each of ``rounds`` rounds of time_fn(fn, device, **options): every round
+    times them all, each round in its own order (shuffled, seeded by the round), so that a drift of the clocks
+    during the run meets every candidate alike. The caller takes the median of a candidate's rounds."""
+    times: dict[K, list[float]] = {key: [] for key in fns}
+    order = list(fns)
+    for r in range(rounds):
+        random.Random(r).shuffle(order)
+        for key in order:
+            times[key].append(time_fn(fns[key], device, **options).median_ms)
+    return times

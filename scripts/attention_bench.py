@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import random
 import statistics
 import sys
 import time
@@ -31,7 +30,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from kernelzoo import dispatch, ops
 from kernelzoo.registry import registry
-from kernelzoo.timing import time_fn
+from kernelzoo.timing import time_rounds
 
 BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
             "efficient": SDPBackend.EFFICIENT_ATTENTION}
@@ -119,16 +118,10 @@ def bench_shape(b: int, h: int, n: int, d: int, causal: bool, budget_ms: float, 
            tuple(ops.attention_backward(q, k, v, o, lse, do, causal=causal)), grads_ref)
     row["dispatch_choice"] = {"fwd": dispatch.explain("attention", q, k, v, causal=causal).plugin,
                               "bwd": dispatch.explain("attention_backward", q, k, v, o, lse, do, causal=causal).plugin}
-    order = list(timed)
-    for r in range(rounds):
-        # each round in its own order, so that no candidate always follows the same (heavier) one
-        random.Random(r).shuffle(order)
-        for kind, name in order:
-            fn = timed[kind, name]
-            t = time_fn(fn, "cuda", budget_ms=budget_ms, warmup=2, min_repeats=3)
-            row["rounds"].setdefault(f"{kind}/{name}", []).append(t.median_ms)
-    for (kind, name) in timed:
-        row[kind][name] = statistics.median(row["rounds"][f"{kind}/{name}"])
+    times = time_rounds(timed, "cuda", rounds=rounds, budget_ms=budget_ms, warmup=2, min_repeats=3)
+    for (kind, name), t in times.items():
+        row["rounds"][f"{kind}/{name}"] = t
+        row[kind][name] = statistics.median(t)
     row["fwd_tflops"] = {k: flops / (t * 1e-3) / 1e12 for k, t in row["fwd"].items() if t}
     row["bwd_tflops"] = {k: 2.5 * flops / (t * 1e-3) / 1e12 for k, t in row["bwd"].items() if t}
     return row

@@ -32,7 +32,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from kernelzoo.backends.sources import expand_includes
 from kernelzoo.errors import UnsupportedError
 from kernelzoo.registry import registry
-from kernelzoo.timing import time_fn
+from kernelzoo.timing import time_rounds
 
 FWD, BWD = registry.impl("attention", "cuda"), registry.impl("attention_backward", "cuda")
 FWD_OP, BWD_OP = registry.op("attention"), registry.op("attention_backward")
@@ -98,10 +98,7 @@ def main() -> int:
                 fn()
             torch.cuda.synchronize()
             continue
-        times: dict[str, list[float]] = {name: [] for name in runs}
-        for _ in range(args.rounds):
-            for name, fn in runs.items():
-                times[name].append(time_fn(fn, "cuda", budget_ms=args.budget_ms, hide_host=True).median_ms)
+        times = time_rounds(runs, "cuda", rounds=args.rounds, budget_ms=args.budget_ms, hide_host=True)
         flops = 2.5 * 4 * 4 * 32 * 4096 ** 2 * d / (2 if causal else 1)
         med = {name: statistics.median(t) for name, t in times.items()}
         rows.append((d, causal, {name: flops / t / 1e9 for name, t in med.items()}))

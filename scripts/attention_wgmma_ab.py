@@ -13,24 +13,19 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import random
 import statistics
 import sys
 from functools import partial
 
 import torch
-from torch.nn.attention import SDPBackend, sdpa_kernel
+from attention_bench import sdpa  # this folder's
+from torch.nn.attention import SDPBackend
 
 from kernelzoo.registry import randn, registry
-from kernelzoo.timing import time_fn
+from kernelzoo.timing import time_rounds
 
 FWD, IMPL = registry.op("attention"), registry.impl("attention", "cuda")
 CONFIGS = "64/64/4/2,64/128/4/2,64/128/4/3,128/64/8/2,128/64/8/3,128/128/8/2,128/128/8/3"
-
-
-def sdpa(backend, q, k, v, causal):
-    with sdpa_kernel(backend):
-        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
 
 def main() -> int:
@@ -74,14 +69,8 @@ def main() -> int:
                 failures += 1
                 continue
             runs[name, value] = partial(IMPL.run, call, config)
-        times: dict = {key: [] for key in runs}
-        for _ in range(args.rounds):
-            order = list(runs)
-            random.shuffle(order)
-            for key in order:
-                ms = time_fn(runs[key], "cuda", budget_ms=args.budget_ms, hide_host=True).median_ms
-                times[key].append(flops / (ms * 1e-3) / 1e12)
-        tf = {key: statistics.median(v) for key, v in times.items()}
+        times = time_rounds(runs, "cuda", rounds=args.rounds, budget_ms=args.budget_ms, hide_host=True)
+        tf = {key: flops / (statistics.median(ms) * 1e-3) / 1e12 for key, ms in times.items()}
         head = f"| {d} | {'yes' if causal else 'no'} | {tf['flash']:.0f} | {tf['cudnn']:.0f}"
         for name in configs:
             if args.define and (name, 0) in tf and (name, 1) in tf:

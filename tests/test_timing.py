@@ -7,7 +7,24 @@ import time
 import pytest
 import torch
 
-from kernelzoo.timing import time_fn
+from kernelzoo import timing
+from kernelzoo.timing import time_fn, time_rounds
+
+
+def test_rounds_time_every_candidate_once_a_round_each_round_in_its_own_order(monkeypatch) -> None:
+    calls: list[str] = []
+
+    def one_run(fn, device, **options):  # time_fn, one run a call: what matters here is the order
+        fn()
+        return timing.Timing((float(len(calls)),))
+
+    monkeypatch.setattr(timing, "time_fn", one_run)
+    times = time_rounds({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, "cpu", rounds=3)
+    assert {k: len(t) for k, t in times.items()} == {"a": 3, "b": 3}
+    rounds = [calls[i:i + 2] for i in range(0, 6, 2)]
+    assert all(sorted(r) == ["a", "b"] for r in rounds)  # each candidate once a round
+    assert {r[0] for r in rounds} == {"a", "b"}  # and not always in the same order
+    assert [times["a"][i] < times["b"][i] for i in range(3)] == [r[0] == "a" for r in rounds]
 
 
 def test_cpu_times_the_call() -> None:

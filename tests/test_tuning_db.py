@@ -102,8 +102,10 @@ def test_a_forced_plugin_runs_its_tuned_config(tmp_db):
         assert torch.equal(kernelzoo.ops.relu(X), torch.relu(X))
     assert (exact.plugin, dict(exact.config)) == ("openmp", {"threads": 1})
     assert exact.reason == "forced, tuned (exact bucket n=2^12)"
+    assert exact.forced and not exact.nearest
     assert (near.plugin, dict(near.config)) == ("openmp", {"threads": 1})
     assert near.reason == "forced, tuned (nearest bucket n=2^12 for n=2^13)"
+    assert near.forced and near.nearest
     with kernelzoo.use("torch"):  # no record of its own: its default, whatever the others' records
         assert (explain().plugin, explain().reason) == ("torch", "forced")
 

@@ -142,7 +142,7 @@ def plugin_config(spec: Op, impl: Implementation, call: Call) -> tuple[dict[str,
     choice = dispatch.tuned(spec, call, impl.plugin)
     if choice is None:
         return impl.config(), "default"
-    return dict(choice.config), "tuned" if choice.reason.startswith("tuned (exact") else "tuned nearby"
+    return dict(choice.config), "tuned nearby" if choice.nearest else "tuned"
 
 
 @dataclass(frozen=True)

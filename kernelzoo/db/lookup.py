@@ -143,7 +143,8 @@ class WinnerLookup:
             self._missed.add((url, *group[1:], bucket))
             self.misses.put(url, Miss(op=op.name, device=here, dtype=dtype, bucket=bucket, flags=flags,
                                       shape=op.shape_string(call), params=_params(call)))
-        if bucket in by_bucket:
+        nearest = bucket not in by_bucket
+        if not nearest:
             found, reason = by_bucket[bucket], f"tuned (exact bucket {op.describe_bucket(call, bucket)})"
         else:
             near = [b for b in by_bucket if len(b) == len(bucket)]
@@ -155,7 +156,7 @@ class WinnerLookup:
                       f"for {op.describe_bucket(call, bucket)})")
         winner = pick_winner(found, call.device.type, op.name)
         impl = registry.impls[op.name][winner.plugin]
-        return Choice(winner.plugin, impl.config(winner.config), reason, impl)
+        return Choice(winner.plugin, impl.config(winner.config), reason, impl, nearest=nearest)
 
     def _usable(self, rows: list[Winner], op: Op, call: Call,
                 plugin: str | None = None) -> Mapping[tuple[int, ...], list[Winner]]:
