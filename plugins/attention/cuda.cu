@@ -231,26 +231,42 @@ static_assert(HEAD_DIM % 64 == 0 && (BLOCK_N == 32 || BLOCK_N == 64 || BLOCK_N =
               "the wgmma path takes HEAD_DIM 64 or 128 and BLOCK_N 32, 64 or 128");
 #define CB (HEAD_DIM / 64)  // 64-column blocks of a swizzled tile
 
-// Rows row0 .. row0+ROWS-1 of a matrix (as load_rows) into the 128-byte-swizzled tile s [CB][ROWS][64]: chunk c
-// of row r goes to column block c / 8, chunk (c % 8) ^ (r % 8) of its line. A thread's rows are STEP apart, a
-// multiple of 8 (THREADS ≥ 128, CPR ≤ 16), so its chunk's place in the line is the same for all of them.
-template <int ROWS>
-__device__ __forceinline__ void load_rows_sw(T* s, const T* g, i64 stride, int row0, int n_rows, int d) {
-  constexpr int STEP = THREADS / CPR;
-  static_assert(THREADS % CPR == 0 && STEP % 8 == 0, "rows STEP apart share their swizzle");
-  const int r = threadIdx.x / CPR, c = threadIdx.x % CPR, col = c * 8;
+#ifndef PRODUCER
+#define PRODUCER 0  // K and V tiles loaded by a warp of their own, stages handed over by mbarriers
+#endif
+#ifndef PROXY_FENCE
+#define PROXY_FENCE 1  // fence.proxy.async between each thread's landed copies and the barrier before the wgmmas
+#endif
+
+// Rows row0 .. row0+ROWS-1 of a matrix (as load_rows) into rows 0.. of the 128-byte-swizzled tile s [CB][LINES][64]
+// (LINES rows a column block), by NTHREADS threads, this one `tid`: chunk c of row r goes to column block c / 8, chunk
+// (c % 8) ^ (r % 8) of its line. A thread keeps one chunk column; its rows are NTHREADS / CPR apart.
+template <int ROWS, int LINES, int NTHREADS>
+__device__ __forceinline__ void load_rows_sw(T* s, const T* g, i64 stride, int row0, int n_rows, int d, int tid) {
+  constexpr int STEP = NTHREADS / CPR;
+  static_assert(NTHREADS % CPR == 0, "a pass of the threads covers whole rows");
+  const int r = tid / CPR, c = tid % CPR, col = c * 8;
   const int rows = col < d ? n_rows - row0 - r : 0;
-  T* dst = s + c / 8 * ROWS * 64 + r * 64 + ((c % 8) ^ (r % 8)) * 8;
+  T* dst = s + c / 8 * LINES * 64 + r * 64;
   const T* src = g + (row0 + r) * stride + col;
 #pragma unroll
   for (int i = 0; i < (ROWS + STEP - 1) / STEP; ++i, src += STEP * stride) {
-    if (ROWS % STEP == 0 || r + i * STEP < ROWS) cp_async16(dst + i * STEP * 64, src, i * STEP < rows ? 16 : 0);
+    const int row = r + i * STEP;  // row % 8 is r % 8 when STEP is a multiple of 8
+    if (ROWS % STEP == 0 || row < ROWS)
+      cp_async16(dst + i * STEP * 64 + ((c % 8) ^ (row % 8)) * 8, src, i * STEP < rows ? 16 : 0);
   }
 }
 
 // q (B, Hq, Nq, d), k and v (B, Hk, Nk, d), o like q, lse, mask: as the mma.sync kernel. Dynamic shared memory:
 // 1024 bytes of alignment slack, then the q tile and STAGES × (K, V) tiles, each 1024-byte aligned.
-extern "C" __global__ void __launch_bounds__(THREADS, 1)
+//
+// PRODUCER 1: one more warp (the last) loads every K and V tile; a stage's full mbarrier completes when the
+// producer's 32 lanes' copies of it have landed, its empty mbarrier when every consumer thread is done with it,
+// and the producer waits on that before refilling it. Each warpgroup loads its own q rows. So no barrier of the
+// whole block inside the key loop: a warpgroup waits only for its data, and the warpgroups may drift apart by up
+// to STAGES - 1 tiles (with the per-tile __syncthreads of PRODUCER 0 they start every tile together, so their
+// products and softmaxes meet the tensor cores at the same time). 2·STAGES mbarriers follow the V tiles.
+extern "C" __global__ void __launch_bounds__(THREADS + 32 * PRODUCER, 1)
     attention_forward(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                       const MASK_T* __restrict__ mask, T* __restrict__ o, float* __restrict__ lse, i64 q_sb,
                       i64 q_sh, i64 q_sm, i64 k_sb, i64 k_sh, i64 k_sn, i64 v_sb, i64 v_sh, i64 v_sn, i64 o_sb,
@@ -272,15 +288,45 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   const int n_tiles = (n_end + BLOCK_N - 1) / BLOCK_N;
   const int n_full = CAUSAL ? imin(n_k / BLOCK_N, (m0 + 1) / BLOCK_N) : n_k / BLOCK_N;
 
-  load_rows_sw<BLOCK_M>(sq, q + b * q_sb + h * q_sh, q_sm, m0, n_q, d);
+#if PRODUCER
+  u64* full = reinterpret_cast<u64*>(sv + STAGES * BLOCK_N * HEAD_DIM);  // [STAGES]
+  u64* empty = full + STAGES;                                             // [STAGES]
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int st = 0; st < STAGES; ++st) mbar_init(&full[st], 32), mbar_init(&empty[st], THREADS);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  if (warp == WARPS) {  // the producer
+    const int lane = threadIdx.x % 32;
+    for (int t = 0; t < n_tiles; ++t) {
+      const int slot = t % STAGES;
+      if (t >= STAGES) mbar_wait(&empty[slot], (t / STAGES - 1) & 1);  // the consumers are done with tile t - STAGES
+      load_rows_sw<BLOCK_N, BLOCK_N, 32>(sk + slot * BLOCK_N * HEAD_DIM, kb, k_sn, t * BLOCK_N, n_k, d, lane);
+      load_rows_sw<BLOCK_N, BLOCK_N, 32>(sv + slot * BLOCK_N * HEAD_DIM, vb, v_sn, t * BLOCK_N, n_k, d, lane);
+      mbar_arrive_on_copies(&full[slot]);
+    }
+    cp_async_wait<0>();
+    return;
+  }
+  // this warpgroup's 64 q rows (rows wg·64.. of every column block)
+  load_rows_sw<64, BLOCK_M, 128>(sq + wg * 64 * 64, q + b * q_sb + h * q_sh, q_sm, m0 + wg * 64, n_q, d,
+                                 threadIdx.x % 128);
+  cp_async_commit();
+  cp_async_wait<0>();
+  fence_proxy_async();
+  named_barrier(2 + wg, 128);
+#else
+  load_rows_sw<BLOCK_M, BLOCK_M, THREADS>(sq, q + b * q_sb + h * q_sh, q_sm, m0, n_q, d, threadIdx.x);
 #pragma unroll
   for (int st = 0; st < STAGES - 1; ++st) {
     if (st < n_tiles) {
-      load_rows_sw<BLOCK_N>(sk + st * BLOCK_N * HEAD_DIM, kb, k_sn, st * BLOCK_N, n_k, d);
-      load_rows_sw<BLOCK_N>(sv + st * BLOCK_N * HEAD_DIM, vb, v_sn, st * BLOCK_N, n_k, d);
+      load_rows_sw<BLOCK_N, BLOCK_N, THREADS>(sk + st * BLOCK_N * HEAD_DIM, kb, k_sn, st * BLOCK_N, n_k, d, threadIdx.x);
+      load_rows_sw<BLOCK_N, BLOCK_N, THREADS>(sv + st * BLOCK_N * HEAD_DIM, vb, v_sn, st * BLOCK_N, n_k, d, threadIdx.x);
     }
     cp_async_commit();
   }
+#endif
 
   // Descriptors: the warpgroup's 64 q rows (K-major A), a stage's K tile (K-major B) and V tile (MN-major B,
   // its 64-column blocks BLOCK_N lines apart). Steps and stages move only the start address (bits 0-13, in
@@ -299,15 +345,21 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
 
   const float pre = SCALE_IN_EXP ? 1.0f : scale_log2;
   for (int j = 0; j < n_tiles; ++j) {
+#if PRODUCER
+    mbar_wait(&full[j % STAGES], j / STAGES & 1);
+#else
     cp_async_wait<STAGES - 2>();
-    fence_proxy_async();  // this thread's landed chunks, visible to the wgmma reads after the barrier
+    if (PROXY_FENCE) fence_proxy_async();  // this thread's landed chunks, for the wgmma reads after the barrier
     __syncthreads();
     const int next = j + STAGES - 1;
     if (next < n_tiles) {
-      load_rows_sw<BLOCK_N>(sk + next % STAGES * BLOCK_N * HEAD_DIM, kb, k_sn, next * BLOCK_N, n_k, d);
-      load_rows_sw<BLOCK_N>(sv + next % STAGES * BLOCK_N * HEAD_DIM, vb, v_sn, next * BLOCK_N, n_k, d);
+      load_rows_sw<BLOCK_N, BLOCK_N, THREADS>(sk + next % STAGES * BLOCK_N * HEAD_DIM, kb, k_sn, next * BLOCK_N, n_k, d,
+                                              threadIdx.x);
+      load_rows_sw<BLOCK_N, BLOCK_N, THREADS>(sv + next % STAGES * BLOCK_N * HEAD_DIM, vb, v_sn, next * BLOCK_N, n_k, d,
+                                              threadIdx.x);
     }
     cp_async_commit();
+#endif
 
     const int stage = j % STAGES * STAGE_UNITS;
     float s[1][NT][4];
@@ -339,6 +391,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     wgmma_commit();
     wgmma_wait<0>();
     fence_operands(acc_flat);
+#if PRODUCER
+    mbar_arrive(&empty[j % STAGES]);
+#endif
   }
   cp_async_wait<0>();
 
@@ -359,7 +414,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   }
   // Every warpgroup's reads of q and the K/V ring are done past this barrier: o is staged from sq on, in rows
   // of LDS (BLOCK_M·LDS elements: more than the q tile, less than q and one stage of K and V).
+#if PRODUCER
+  named_barrier(1, THREADS);  // the consumers (the producer may have left)
+#else
   __syncthreads();
+#endif
   store_rows<1>(acc, sq + wrow * LDS, o + b * o_sb + h * o_sh, o_sm, m0 + wrow, n_q, d);
 }
 #endif  // WGMMA

@@ -176,6 +176,10 @@ class AttentionCuda(CudaImplementation):
             raise UnsupportedError(f"{self.key}: WGMMA runs 64 rows a warpgroup (BLOCK_M = 16·WARPS) with Q_REGS 1 "
                                    f"(q is read by descriptor), not {config}")
         shared = 1024 + 2 * hd * (bm + 2 * config["STAGES"] * bn)
+        if config.get("PRODUCER"):  # one warp more: 13 warps would leave a thread fewer registers than the 158 needed
+            if config["WARPS"] > 8:
+                raise UnsupportedError(f"{self.key}: PRODUCER takes up to two warpgroups, not {config}")
+            shared += 16 * config["STAGES"]  # a full and an empty mbarrier a stage
         budget = STATE_REGISTERS["forward" if call.inputs.get("attn_mask") is None else "forward_masked"]
         check_fit(self.key, config, call, bn / 2 + hd / 2 + bn / 4, budget, shared)
         return {"attention_forward": shared}
@@ -221,7 +225,8 @@ class AttentionCuda(CudaImplementation):
             fitted = self.fitted(call, config)
             shared = self.shared_memory(call, fitted)["attention_forward"]
             kernel = self.kernel("attention_forward", call.dtype, call_defines(call, fitted))
-            found = plans[key] = (kernel, fitted["BLOCK_M"], 32 * fitted["WARPS"], shared)
+            threads = 32 * (fitted["WARPS"] + bool(fitted.get("PRODUCER")))
+            found = plans[key] = (kernel, fitted["BLOCK_M"], threads, shared)
         return found
 
     def run(self, call: Call, config: dict) -> tuple[torch.Tensor, torch.Tensor]:
