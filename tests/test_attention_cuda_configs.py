@@ -168,3 +168,26 @@ def test_the_wgmma_kernel_compiles_for_sm90a_without_spills_or_serialized_mmas(d
     assert cubin[:4] == b"\x7fELF" and "'attention_forward' for 'sm_90a'" in log
     assert "serialized" not in log
     assert re.findall(r"(\d+) bytes spill stores", log) == ["0"]
+
+
+def test_the_producer_warp_takes_up_to_two_warpgroups_and_a_pair_of_mbarriers_a_stage():
+    call = forward_call(128, False)
+    config = {**IMPL.config({"WGMMA": 1, "WARPS": 8, "BLOCK_N": 128, "STAGES": 3}), "PRODUCER": 1}
+    assert IMPL.shared_memory(call, config) == {"attention_forward": 1024 + 2 * 128 * (128 + 768) + 16 * 3}
+    with pytest.raises(UnsupportedError, match="up to two warpgroups"):
+        IMPL.shared_memory(call, {**IMPL.config({"WGMMA": 1, "WARPS": 12, "BLOCK_M": 192}), "PRODUCER": 1})
+
+
+@pytest.mark.skipif(not cuda.compile_available()[0], reason="NVRTC not available")
+@pytest.mark.parametrize("d", [64, 128])
+def test_the_producer_warp_kernel_compiles_for_sm90a(d):
+    """NVRTC 13.5: 140-168 registers and no spill (13.0: 4 bytes at 128), the wgmma chains asynchronous."""
+    call = forward_call(d, False)
+    config = {**IMPL.config({"WGMMA": 1, "WARPS": 8, "BLOCK_N": 128}), "PRODUCER": 1}
+    IMPL.shared_memory(call, config)
+    defines = {k: v for k, v in attention_cuda.call_defines(call, config).items() if k.isupper()}
+    cuda.compile_cubin(IMPL.read_source("cuda.cu"), defines={"T": "kz_half", **defines},
+                       options=["--ptxas-options=-v"], arch="sm_90a", name="cuda.cu")
+    log = cuda.last_log()
+    assert "serialized" not in log
+    assert max(int(n) for n in re.findall(r"(\d+) bytes spill stores", log)) <= 8

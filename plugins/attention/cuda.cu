@@ -120,44 +120,63 @@ __device__ __forceinline__ void online_softmax(float (&s)[MT][NT][4], float (&m)
   }
 }
 
+// The block's place in the problem: query rows m0 .. m0 + BLOCK_M - 1 (the last blocks launch first, so the
+// longest causal ones start first), its (batch, head)'s q and o rows, its key/value head's K and V rows (GQA),
+// its attn_mask. Key tiles 0 .. n_tiles - 1 hold every key a row of the block sees (causal: keys ≤ its last
+// row); the first n_full are seen whole by every row: they end at or before the block's first row (causal) and
+// inside Nk.
+struct BlockPlace {
+  int m0, n_tiles, n_full;
+  const T* q;
+  const T* k;
+  const T* v;
+  T* o;
+  AttnMask am;
+};
+
+// o = acc / l and lse = (m + log2 l)·ln 2 for a warp's rows row0 + 16i + g + 8r of lse (rows ≥ n_q are not
+// written); a row that attended no key has l = 0: o = 0, lse = -inf.
+__device__ __forceinline__ void finish_rows(float (&acc)[MT][ND][4], const float (&m)[MT][2], const float (&l)[MT][2],
+                                            float* lse, int row0, int n_q) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float sum = l[i][r];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      const float inv = sum == 0.0f ? 0.0f : 1.0f / sum;
+#pragma unroll
+      for (int jd = 0; jd < ND; ++jd) {
+        acc[i][jd][2 * r] *= inv;
+        acc[i][jd][2 * r + 1] *= inv;
+      }
+      const int row = row0 + i * 16 + lane / 4 + 8 * r;
+      if (lane % 4 == 0 && row < n_q) lse[row] = sum == 0.0f ? -KZ_INF : (m[i][r] + log2f(sum)) * LN2;
+    }
+}
+
 #if !WGMMA
-// q (B, Hq, Nq, d), k and v (B, Hk, Nk, d), o like q: element (b, h, row, col) at b·sb + h·sh + row·sm + col
-// (strides in elements, each a multiple of 8, pointers 16-byte aligned: the wrapper sees to it). lse: float32
-// (B, Hq, Nq) contiguous. mask: attn_mask(b, h, query, key) at its four strides (MASK only). scale_log2: the
-// softmax scale times log2 e. Grid: (ceil(Nq / BLOCK_M), B·Hq); dynamic shared memory (BLOCK_M + 2·STAGES·
-// BLOCK_N)·LDS elements.
-extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
-    attention_forward(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
-                      const MASK_T* __restrict__ mask, T* __restrict__ o, float* __restrict__ lse, i64 q_sb,
-                      i64 q_sh, i64 q_sm, i64 k_sb, i64 k_sh, i64 k_sn, i64 v_sb, i64 v_sh, i64 v_sn, i64 o_sb,
-                      i64 o_sh, i64 o_sm, i64 mask_sb, i64 mask_sh, i64 mask_sm, i64 mask_sn, int heads,
-                      int group, int n_q, int n_k, int d, float scale_log2) {
+// One block's rows (see BlockPlace) on mma.sync; rows of the matrices m (q, o), n (k, v) apart, lse this
+// (batch, head)'s. Dynamic shared memory (BLOCK_M + 2·STAGES·BLOCK_N)·LDS elements.
+__device__ __forceinline__ void forward_block(const BlockPlace& at, i64 q_sm, i64 k_sn, i64 v_sn, i64 o_sm,
+                                              float* lse, int n_q, int n_k, int d, float scale_log2) {
   extern __shared__ __align__(16) unsigned char smem[];
   T* sq = reinterpret_cast<T*>(smem);   // [BLOCK_M][LDS]: q, then o on its way out
   T* sk = sq + BLOCK_M * LDS;           // [STAGES][BLOCK_N][LDS]
   T* sv = sk + STAGES * BLOCK_N * LDS;  // [STAGES][BLOCK_N][LDS]
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int m0 = (gridDim.x - 1 - blockIdx.x) * BLOCK_M;
-  const int bh = blockIdx.y, b = bh / heads, h = bh % heads, hk = h / group;
+  const int warp = threadIdx.x / 32, m0 = at.m0, n_tiles = at.n_tiles;
   const int wrow = warp * MT * 16;  // the warp's first row in the block
-  const T* kb = k + b * k_sb + hk * k_sh;
-  const T* vb = v + b * v_sb + hk * v_sh;
-  const AttnMask am{mask + b * mask_sb + h * mask_sh, mask_sm, mask_sn};
-
-  // Key tiles 0 .. n_tiles-1 hold every key a row of this block sees (causal: keys ≤ the last row). The first
-  // n_full are seen whole by every row: they end at or before the block's first row (causal) and inside Nk.
-  const int n_end = CAUSAL ? imin(n_k, imin(m0 + BLOCK_M, n_q)) : n_k;
-  const int n_tiles = (n_end + BLOCK_N - 1) / BLOCK_N;
-  const int n_full = CAUSAL ? imin(n_k / BLOCK_N, (m0 + 1) / BLOCK_N) : n_k / BLOCK_N;
 
   // cp.async groups: q with key tile 0, then one group per key tile (empty ones too, so that the count
   // waited for below is exact): when tile j is used, groups 0 .. j are complete.
-  load_rows<BLOCK_M>(sq, q + b * q_sb + h * q_sh, q_sm, m0, n_q, d);
+  load_rows<BLOCK_M>(sq, at.q, q_sm, m0, n_q, d);
 #pragma unroll
   for (int st = 0; st < STAGES - 1; ++st) {
     if (st < n_tiles) {
-      load_rows<BLOCK_N>(sk + st * BLOCK_N * LDS, kb, k_sn, st * BLOCK_N, n_k, d);
-      load_rows<BLOCK_N>(sv + st * BLOCK_N * LDS, vb, v_sn, st * BLOCK_N, n_k, d);
+      load_rows<BLOCK_N>(sk + st * BLOCK_N * LDS, at.k, k_sn, st * BLOCK_N, n_k, d);
+      load_rows<BLOCK_N>(sv + st * BLOCK_N * LDS, at.v, v_sn, st * BLOCK_N, n_k, d);
     }
     cp_async_commit();
   }
@@ -183,8 +202,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
     __syncthreads();
     const int next = j + STAGES - 1;
     if (next < n_tiles) {
-      load_rows<BLOCK_N>(sk + next % STAGES * BLOCK_N * LDS, kb, k_sn, next * BLOCK_N, n_k, d);
-      load_rows<BLOCK_N>(sv + next % STAGES * BLOCK_N * LDS, vb, v_sn, next * BLOCK_N, n_k, d);
+      load_rows<BLOCK_N>(sk + next % STAGES * BLOCK_N * LDS, at.k, k_sn, next * BLOCK_N, n_k, d);
+      load_rows<BLOCK_N>(sv + next % STAGES * BLOCK_N * LDS, at.v, v_sn, next * BLOCK_N, n_k, d);
     }
     cp_async_commit();
 
@@ -194,35 +213,18 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 #else
     scores_smem<MT, BLOCK_N>(s, sq + wrow * LDS, sk + j % STAGES * BLOCK_N * LDS);
 #endif
-    if (j < n_full) {
-      mask_scores<false, false, MT, BLOCK_N>(s, m0 + wrow, j * BLOCK_N, n_q, n_k, pre, am);
+    if (j < at.n_full) {
+      mask_scores<false, false, MT, BLOCK_N>(s, m0 + wrow, j * BLOCK_N, n_q, n_k, pre, at.am);
     } else {
-      mask_scores<true, false, MT, BLOCK_N>(s, m0 + wrow, j * BLOCK_N, n_q, n_k, pre, am);
+      mask_scores<true, false, MT, BLOCK_N>(s, m0 + wrow, j * BLOCK_N, n_q, n_k, pre, at.am);
     }
     online_softmax(s, m, l, acc, scale_log2);
     accumulate<MT, BLOCK_N>(acc, s, sv + j % STAGES * BLOCK_N * LDS);
   }
   cp_async_wait<0>();  // only empty groups can be left; nothing may be in flight at exit
-
-#pragma unroll
-  for (int i = 0; i < MT; ++i)
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float sum = l[i][r];
-      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-      const float inv = sum == 0.0f ? 0.0f : 1.0f / sum;
-#pragma unroll
-      for (int jd = 0; jd < ND; ++jd) {
-        acc[i][jd][2 * r] *= inv;
-        acc[i][jd][2 * r + 1] *= inv;
-      }
-      const int row = m0 + wrow + i * 16 + lane / 4 + 8 * r;
-      if (lane % 4 == 0 && row < n_q)
-        lse[(i64)bh * n_q + row] = sum == 0.0f ? -KZ_INF : (m[i][r] + log2f(sum)) * LN2;
-    }
+  finish_rows(acc, m, l, lse, m0 + wrow, n_q);
   // The warp's rows of sq held its own q rows only, read into registers before the loop: its stage now.
-  store_rows<MT>(acc, sq + wrow * LDS, o + b * o_sb + h * o_sh, o_sm, m0 + wrow, n_q, d);
+  store_rows<MT>(acc, sq + wrow * LDS, at.o, o_sm, m0 + wrow, n_q, d);
 }
 #else  // WGMMA
 
@@ -251,14 +253,14 @@ __device__ __forceinline__ void load_rows_sw(T* s, const T* g, i64 stride, int r
   const T* src = g + (row0 + r) * stride + col;
 #pragma unroll
   for (int i = 0; i < (ROWS + STEP - 1) / STEP; ++i, src += STEP * stride) {
-    const int row = r + i * STEP;  // row % 8 is r % 8 when STEP is a multiple of 8
+    const int row = r + i * STEP;  // row & 7 folds to r & 7 when STEP is a multiple of 8
     if (ROWS % STEP == 0 || row < ROWS)
-      cp_async16(dst + i * STEP * 64 + ((c % 8) ^ (row % 8)) * 8, src, i * STEP < rows ? 16 : 0);
+      cp_async16(dst + i * STEP * 64 + ((c & 7) ^ (row & 7)) * 8, src, i * STEP < rows ? 16 : 0);
   }
 }
 
-// q (B, Hq, Nq, d), k and v (B, Hk, Nk, d), o like q, lse, mask: as the mma.sync kernel. Dynamic shared memory:
-// 1024 bytes of alignment slack, then the q tile and STAGES × (K, V) tiles, each 1024-byte aligned.
+// One block's rows (see BlockPlace) on warpgroup MMAs; arguments as the mma.sync forward_block's. Dynamic shared
+// memory: 1024 bytes of alignment slack, then the q tile and STAGES × (K, V) tiles, each 1024-byte aligned.
 //
 // PRODUCER 1: one more warp (the last) loads every K and V tile; a stage's full mbarrier completes when the
 // producer's 32 lanes' copies of it have landed, its empty mbarrier when every consumer thread is done with it,
@@ -266,27 +268,14 @@ __device__ __forceinline__ void load_rows_sw(T* s, const T* g, i64 stride, int r
 // whole block inside the key loop: a warpgroup waits only for its data, and the warpgroups may drift apart by up
 // to STAGES - 1 tiles (with the per-tile __syncthreads of PRODUCER 0 they start every tile together, so their
 // products and softmaxes meet the tensor cores at the same time). 2·STAGES mbarriers follow the V tiles.
-extern "C" __global__ void __launch_bounds__(THREADS + 32 * PRODUCER, 1)
-    attention_forward(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
-                      const MASK_T* __restrict__ mask, T* __restrict__ o, float* __restrict__ lse, i64 q_sb,
-                      i64 q_sh, i64 q_sm, i64 k_sb, i64 k_sh, i64 k_sn, i64 v_sb, i64 v_sh, i64 v_sn, i64 o_sb,
-                      i64 o_sh, i64 o_sm, i64 mask_sb, i64 mask_sh, i64 mask_sm, i64 mask_sn, int heads,
-                      int group, int n_q, int n_k, int d, float scale_log2) {
+__device__ __forceinline__ void forward_block(const BlockPlace& at, i64 q_sm, i64 k_sn, i64 v_sn, i64 o_sm,
+                                              float* lse, int n_q, int n_k, int d, float scale_log2) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* sq = reinterpret_cast<T*>(smem_raw + (1024 - smem_addr(smem_raw) % 1024) % 1024);  // [CB][BLOCK_M][64]
   T* sk = sq + BLOCK_M * HEAD_DIM;        // [STAGES][CB][BLOCK_N][64]
   T* sv = sk + STAGES * BLOCK_N * HEAD_DIM;  // [STAGES][CB][BLOCK_N][64]
-  const int warp = threadIdx.x / 32, wg = warp / 4;
-  const int m0 = (gridDim.x - 1 - blockIdx.x) * BLOCK_M;
-  const int bh = blockIdx.y, b = bh / heads, h = bh % heads, hk = h / group;
+  const int warp = threadIdx.x / 32, wg = warp / 4, m0 = at.m0, n_tiles = at.n_tiles;
   const int wrow = warp * 16;  // the warp's first row in the block
-  const T* kb = k + b * k_sb + hk * k_sh;
-  const T* vb = v + b * v_sb + hk * v_sh;
-  const AttnMask am{mask + b * mask_sb + h * mask_sh, mask_sm, mask_sn};
-
-  const int n_end = CAUSAL ? imin(n_k, imin(m0 + BLOCK_M, n_q)) : n_k;
-  const int n_tiles = (n_end + BLOCK_N - 1) / BLOCK_N;
-  const int n_full = CAUSAL ? imin(n_k / BLOCK_N, (m0 + 1) / BLOCK_N) : n_k / BLOCK_N;
 
 #if PRODUCER
   u64* full = reinterpret_cast<u64*>(sv + STAGES * BLOCK_N * HEAD_DIM);  // [STAGES]
@@ -302,27 +291,27 @@ extern "C" __global__ void __launch_bounds__(THREADS + 32 * PRODUCER, 1)
     for (int t = 0; t < n_tiles; ++t) {
       const int slot = t % STAGES;
       if (t >= STAGES) mbar_wait(&empty[slot], (t / STAGES - 1) & 1);  // the consumers are done with tile t - STAGES
-      load_rows_sw<BLOCK_N, BLOCK_N, 32>(sk + slot * BLOCK_N * HEAD_DIM, kb, k_sn, t * BLOCK_N, n_k, d, lane);
-      load_rows_sw<BLOCK_N, BLOCK_N, 32>(sv + slot * BLOCK_N * HEAD_DIM, vb, v_sn, t * BLOCK_N, n_k, d, lane);
+      load_rows_sw<BLOCK_N, BLOCK_N, 32>(sk + slot * BLOCK_N * HEAD_DIM, at.k, k_sn, t * BLOCK_N, n_k, d, lane);
+      load_rows_sw<BLOCK_N, BLOCK_N, 32>(sv + slot * BLOCK_N * HEAD_DIM, at.v, v_sn, t * BLOCK_N, n_k, d, lane);
       mbar_arrive_on_copies(&full[slot]);
     }
     cp_async_wait<0>();
     return;
   }
   // this warpgroup's 64 q rows (rows wg·64.. of every column block)
-  load_rows_sw<64, BLOCK_M, 128>(sq + wg * 64 * 64, q + b * q_sb + h * q_sh, q_sm, m0 + wg * 64, n_q, d,
+  load_rows_sw<64, BLOCK_M, 128>(sq + wg * 64 * 64, at.q, q_sm, m0 + wg * 64, n_q, d,
                                  threadIdx.x % 128);
   cp_async_commit();
   cp_async_wait<0>();
   fence_proxy_async();
   named_barrier(2 + wg, 128);
 #else
-  load_rows_sw<BLOCK_M, BLOCK_M, THREADS>(sq, q + b * q_sb + h * q_sh, q_sm, m0, n_q, d, threadIdx.x);
+  load_rows_sw<BLOCK_M, BLOCK_M, THREADS>(sq, at.q, q_sm, m0, n_q, d, threadIdx.x);
 #pragma unroll
   for (int st = 0; st < STAGES - 1; ++st) {
     if (st < n_tiles) {
-      load_rows_sw<BLOCK_N, BLOCK_N, THREADS>(sk + st * BLOCK_N * HEAD_DIM, kb, k_sn, st * BLOCK_N, n_k, d, threadIdx.x);
-      load_rows_sw<BLOCK_N, BLOCK_N, THREADS>(sv + st * BLOCK_N * HEAD_DIM, vb, v_sn, st * BLOCK_N, n_k, d, threadIdx.x);
+      load_rows_sw<BLOCK_N, BLOCK_N, THREADS>(sk + st * BLOCK_N * HEAD_DIM, at.k, k_sn, st * BLOCK_N, n_k, d, threadIdx.x);
+      load_rows_sw<BLOCK_N, BLOCK_N, THREADS>(sv + st * BLOCK_N * HEAD_DIM, at.v, v_sn, st * BLOCK_N, n_k, d, threadIdx.x);
     }
     cp_async_commit();
   }
@@ -353,9 +342,9 @@ extern "C" __global__ void __launch_bounds__(THREADS + 32 * PRODUCER, 1)
     __syncthreads();
     const int next = j + STAGES - 1;
     if (next < n_tiles) {
-      load_rows_sw<BLOCK_N, BLOCK_N, THREADS>(sk + next % STAGES * BLOCK_N * HEAD_DIM, kb, k_sn, next * BLOCK_N, n_k, d,
+      load_rows_sw<BLOCK_N, BLOCK_N, THREADS>(sk + next % STAGES * BLOCK_N * HEAD_DIM, at.k, k_sn, next * BLOCK_N, n_k, d,
                                               threadIdx.x);
-      load_rows_sw<BLOCK_N, BLOCK_N, THREADS>(sv + next % STAGES * BLOCK_N * HEAD_DIM, vb, v_sn, next * BLOCK_N, n_k, d,
+      load_rows_sw<BLOCK_N, BLOCK_N, THREADS>(sv + next % STAGES * BLOCK_N * HEAD_DIM, at.v, v_sn, next * BLOCK_N, n_k, d,
                                               threadIdx.x);
     }
     cp_async_commit();
@@ -375,10 +364,10 @@ extern "C" __global__ void __launch_bounds__(THREADS + 32 * PRODUCER, 1)
     wgmma_wait<0>();
     fence_operands(s_flat);
 
-    if (j < n_full) {
-      mask_scores<false, false, 1, BLOCK_N>(s, m0 + wrow, j * BLOCK_N, n_q, n_k, pre, am);
+    if (j < at.n_full) {
+      mask_scores<false, false, 1, BLOCK_N>(s, m0 + wrow, j * BLOCK_N, n_q, n_k, pre, at.am);
     } else {
-      mask_scores<true, false, 1, BLOCK_N>(s, m0 + wrow, j * BLOCK_N, n_q, n_k, pre, am);
+      mask_scores<true, false, 1, BLOCK_N>(s, m0 + wrow, j * BLOCK_N, n_q, n_k, pre, at.am);
     }
     online_softmax(s, m, l, acc, scale_log2);
     unsigned p[1][BLOCK_N / 16][4];
@@ -396,22 +385,7 @@ extern "C" __global__ void __launch_bounds__(THREADS + 32 * PRODUCER, 1)
 #endif
   }
   cp_async_wait<0>();
-
-  const int lane = threadIdx.x % 32;
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    float sum = l[0][r];
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    const float inv = sum == 0.0f ? 0.0f : 1.0f / sum;
-#pragma unroll
-    for (int jd = 0; jd < ND; ++jd) {
-      acc[0][jd][2 * r] *= inv;
-      acc[0][jd][2 * r + 1] *= inv;
-    }
-    const int row = m0 + wrow + lane / 4 + 8 * r;
-    if (lane % 4 == 0 && row < n_q) lse[(i64)bh * n_q + row] = sum == 0.0f ? -KZ_INF : (m[0][r] + log2f(sum)) * LN2;
-  }
+  finish_rows(acc, m, l, lse, m0 + wrow, n_q);
   // Every warpgroup's reads of q and the K/V ring are done past this barrier: o is staged from sq on, in rows
   // of LDS (BLOCK_M·LDS elements: more than the q tile, less than q and one stage of K and V).
 #if PRODUCER
@@ -419,6 +393,34 @@ extern "C" __global__ void __launch_bounds__(THREADS + 32 * PRODUCER, 1)
 #else
   __syncthreads();
 #endif
-  store_rows<1>(acc, sq + wrow * LDS, o + b * o_sb + h * o_sh, o_sm, m0 + wrow, n_q, d);
+  store_rows<1>(acc, sq + wrow * LDS, at.o, o_sm, m0 + wrow, n_q, d);
 }
 #endif  // WGMMA
+
+#if WGMMA
+#define KERNEL_THREADS (THREADS + 32 * PRODUCER)
+#define KERNEL_MIN_BLOCKS 1
+#else
+#define KERNEL_THREADS THREADS
+#define KERNEL_MIN_BLOCKS MIN_BLOCKS
+#endif
+
+// q (B, Hq, Nq, d), k and v (B, Hk, Nk, d), o like q: element (b, h, row, col) at b·sb + h·sh + row·sm + col
+// (strides in elements, each a multiple of 8, pointers 16-byte aligned: the wrapper sees to it). lse: float32
+// (B, Hq, Nq) contiguous. mask: attn_mask(b, h, query, key) at its four strides (MASK only). scale_log2: the
+// softmax scale times log2 e. Grid: (ceil(Nq / BLOCK_M), B·Hq).
+extern "C" __global__ void __launch_bounds__(KERNEL_THREADS, KERNEL_MIN_BLOCKS)
+    attention_forward(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+                      const MASK_T* __restrict__ mask, T* __restrict__ o, float* __restrict__ lse, i64 q_sb,
+                      i64 q_sh, i64 q_sm, i64 k_sb, i64 k_sh, i64 k_sn, i64 v_sb, i64 v_sh, i64 v_sn, i64 o_sb,
+                      i64 o_sh, i64 o_sm, i64 mask_sb, i64 mask_sh, i64 mask_sm, i64 mask_sn, int heads,
+                      int group, int n_q, int n_k, int d, float scale_log2) {
+  const int m0 = (gridDim.x - 1 - blockIdx.x) * BLOCK_M;
+  const int bh = blockIdx.y, b = bh / heads, h = bh % heads, hk = h / group;
+  const int n_end = CAUSAL ? imin(n_k, imin(m0 + BLOCK_M, n_q)) : n_k;
+  const BlockPlace at{m0, (n_end + BLOCK_N - 1) / BLOCK_N,
+                      CAUSAL ? imin(n_k / BLOCK_N, (m0 + 1) / BLOCK_N) : n_k / BLOCK_N,
+                      q + b * q_sb + h * q_sh, k + b * k_sb + hk * k_sh, v + b * v_sb + hk * v_sh,
+                      o + b * o_sb + h * o_sh, {mask + b * mask_sb + h * mask_sh, mask_sm, mask_sn}};
+  forward_block(at, q_sm, k_sn, v_sn, o_sm, lse + (i64)bh * n_q, n_q, n_k, d, scale_log2);
+}
