@@ -129,7 +129,7 @@ class AttentionCuda(CudaImplementation):
     # of K and V in flight; Q_REGS 1 keeps the q fragments in registers for the whole key loop, 0 reads them
     # from the q tile in shared memory at every k16 step (what lets 32 rows per warp fit at head dim 128:
     # FlashAttention-2's 4 warps × 32 rows, which halves the K and V reads from shared memory per FLOP).
-    # 48 points; for a call, those whose tile state overflows the registers (STATE_REGISTERS) or whose tiles
+    # 216 points; for a call, those whose tile state overflows the registers (STATE_REGISTERS) or whose tiles
     # overflow shared memory are rejected.
     # WGMMA 1: the warpgroup-MMA kernel (sm_90 devices only), 16 rows a warp (BLOCK_M = 16·WARPS: one to three
     # warpgroups) and q read by descriptor (Q_REGS 1 only, which it ignores); its points outside that are
