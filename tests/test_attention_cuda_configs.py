@@ -112,7 +112,7 @@ def test_the_split_backward_compiles_without_a_large_spill(d):
 @pytest.mark.parametrize(("d", "masked", "expected"), [
     (64, False, {"WARPS": 4, "BLOCK_M": 64, "BLOCK_N": 128}),
     (56, True, {"WARPS": 4, "BLOCK_M": 64, "BLOCK_N": 128}),     # compiled for head dim 64
-    (128, False, {"WARPS": 12, "BLOCK_M": 192, "BLOCK_N": 128}),
+    (128, False, {"WARPS": 8, "BLOCK_N": 128, "STAGES": 3, "PRODUCER": 1}),
     (128, True, {"WARPS": 8, "BLOCK_N": 64, "STAGES": 3}),       # 128-key scores overflow the masked budget
 ])
 def test_on_an_sm90_device_the_default_runs_the_warpgroup_mmas(monkeypatch, d, masked, expected):
@@ -133,6 +133,7 @@ def test_elsewhere_the_default_is_the_mma_sync_kernel(monkeypatch, d):
     ({"WARPS": 4}, "BLOCK_M = 16·WARPS"),             # 128 rows over one warpgroup
     ({"WARPS": 8, "Q_REGS": 0}, "Q_REGS 1"),          # the same kernel as Q_REGS 1: not a second point
     ({"WGMMA": 0, "WARPS": 12, "BLOCK_M": 192}, "4 or 8 warps"),  # 12 warps are the warpgroup kernel's only
+    ({"WGMMA": 0, "WARPS": 4, "PRODUCER": 1}, "warpgroup kernel's"),  # so is the producer warp
 ])
 def test_the_wgmma_configs_outside_its_shape_are_rejected(overrides, why):
     with pytest.raises(UnsupportedError, match=re.escape(why)):
@@ -172,22 +173,22 @@ def test_the_wgmma_kernel_compiles_for_sm90a_without_spills_or_serialized_mmas(d
 
 def test_the_producer_warp_takes_up_to_two_warpgroups_and_a_pair_of_mbarriers_a_stage():
     call = forward_call(128, False)
-    config = {**IMPL.config({"WGMMA": 1, "WARPS": 8, "BLOCK_N": 128, "STAGES": 3}), "PRODUCER": 1}
+    config = IMPL.config({"WGMMA": 1, "WARPS": 8, "BLOCK_N": 128, "STAGES": 3, "PRODUCER": 1})
     assert IMPL.shared_memory(call, config) == {"attention_forward": 1024 + 2 * 128 * (128 + 768) + 16 * 3}
     with pytest.raises(UnsupportedError, match="up to two warpgroups"):
-        IMPL.shared_memory(call, {**IMPL.config({"WGMMA": 1, "WARPS": 12, "BLOCK_M": 192}), "PRODUCER": 1})
+        IMPL.shared_memory(call, IMPL.config({"WGMMA": 1, "WARPS": 12, "BLOCK_M": 192, "PRODUCER": 1}))
 
 
 @pytest.mark.skipif(not cuda.compile_available()[0], reason="NVRTC not available")
 @pytest.mark.parametrize("d", [64, 128])
 def test_the_producer_warp_kernel_compiles_for_sm90a(d):
-    """NVRTC 13.5: 140-168 registers and no spill (13.0: 4 bytes at 128), the wgmma chains asynchronous."""
+    """NVRTC 13.0 and 13.5: 139-168 registers and no spill, the wgmma chains asynchronous."""
     call = forward_call(d, False)
-    config = {**IMPL.config({"WGMMA": 1, "WARPS": 8, "BLOCK_N": 128}), "PRODUCER": 1}
+    config = IMPL.config({"WGMMA": 1, "WARPS": 8, "BLOCK_N": 128, "PRODUCER": 1})
     IMPL.shared_memory(call, config)
     defines = {k: v for k, v in attention_cuda.call_defines(call, config).items() if k.isupper()}
     cuda.compile_cubin(IMPL.read_source("cuda.cu"), defines={"T": "kz_half", **defines},
                        options=["--ptxas-options=-v"], arch="sm_90a", name="cuda.cu")
     log = cuda.last_log()
     assert "serialized" not in log
-    assert max(int(n) for n in re.findall(r"(\d+) bytes spill stores", log)) <= 8
+    assert re.findall(r"(\d+) bytes spill stores", log) == ["0"]

@@ -236,9 +236,6 @@ static_assert(HEAD_DIM % 64 == 0 && (BLOCK_N == 32 || BLOCK_N == 64 || BLOCK_N =
 #ifndef PRODUCER
 #define PRODUCER 0  // K and V tiles loaded by a warp of their own, stages handed over by mbarriers
 #endif
-#ifndef PROXY_FENCE
-#define PROXY_FENCE 1  // fence.proxy.async between each thread's landed copies and the barrier before the wgmmas
-#endif
 
 // Rows row0 .. row0+ROWS-1 of a matrix (as load_rows) into rows 0.. of the 128-byte-swizzled tile s [CB][LINES][64]
 // (LINES rows a column block), by NTHREADS threads, this one `tid`: chunk c of row r goes to column block c / 8, chunk
@@ -336,9 +333,10 @@ __device__ __forceinline__ void forward_block(const BlockPlace& at, i64 q_sm, i6
   for (int j = 0; j < n_tiles; ++j) {
 #if PRODUCER
     mbar_wait(&full[j % STAGES], j / STAGES & 1);
+    fence_proxy_async();  // the producer's landed chunks (generic proxy), acquired above, for the wgmma reads
 #else
     cp_async_wait<STAGES - 2>();
-    if (PROXY_FENCE) fence_proxy_async();  // this thread's landed chunks, for the wgmma reads after the barrier
+    fence_proxy_async();  // this thread's landed chunks, for the wgmma reads after the barrier
     __syncthreads();
     const int next = j + STAGES - 1;
     if (next < n_tiles) {

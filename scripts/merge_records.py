@@ -1,0 +1,60 @@
+"""Merge the records of a ``kernelzoo db export`` file into a shipped one, in place.
+
+    python scripts/merge_records.py tuning_db/h100-sxm.json fresh.json
+
+A fresh record replaces the shipped record of its key (op, plugin, dtype, shape, bucket, flags, device) where it
+stands, so the shipped file's order and the diff stay readable; a key the shipped file lacks is appended. The last
+lines count what was replaced and added, and name the shipped records whose kernel source has changed since they
+were tuned (the dispatcher ignores those until they are re-tuned).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from kernelzoo.registry import registry
+
+
+def ident(record: dict) -> tuple:
+    return (record["op"], record["plugin"], record["dtype"], record["shape"], tuple(record["bucket"]),
+            record["flags"], record["device_hash"])
+
+
+def stale(records: list[dict]) -> list[str]:
+    """The records whose plugin's source hash is no longer the installed source's."""
+    return [f"{r['op']}/{r['plugin']} {r['dtype']} {r['shape']}" for r in records
+            if registry.impl(r["op"], r["plugin"]).source_hash != r["source_hash"]]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("shipped")
+    parser.add_argument("fresh")
+    args = parser.parse_args()
+    with open(args.shipped) as f:
+        shipped = json.load(f)
+    with open(args.fresh) as f:
+        fresh = json.load(f)["records"]
+    where = {ident(r): i for i, r in enumerate(shipped["records"])}
+    replaced = 0
+    for record in fresh:
+        i = where.get(ident(record))
+        if i is None:
+            where[ident(record)] = len(shipped["records"])
+            shipped["records"].append(record)
+        else:
+            shipped["records"][i] = record
+            replaced += 1
+    with open(args.shipped, "w") as f:
+        f.write(json.dumps(shipped, indent=1) + "\n")
+    old = stale(shipped["records"])
+    print(f"{args.shipped}: {replaced} replaced, {len(fresh) - replaced} added, {len(shipped['records'])} records, "
+          f"{len(old)} with a changed source")
+    for line in old:
+        print(f"  changed since tuned: {line}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
