@@ -43,17 +43,16 @@ def grid(plugin: str, op: str, n: int, quick: bool) -> list[dict]:
         blocks, warps = ([4096, 8192], [8]) if quick else ([1024, 2048, 4096, 8192, 16384], [4, 8, 16])
         return [{"BLOCK": b, "num_warps": w, "num_stages": 1} for b, w in itertools.product(blocks, warps)]
     threads, items, clusters = ([512], [8, 16], [4, 8]) if quick else ([256, 512, 1024], [4, 8, 16, 32], [2, 4, 8])
-    # the backward's blocks per SM; the forward's ring of streamed rows (0: a cluster per row)
-    extra = {"blocks_per_sm": [1, 2, 4]} if op == "layer_norm_backward" else {"RING": [0, 2, 3]}
-    (key, values), = extra.items()
+    per_sm = [1, 2, 4] if op == "layer_norm_backward" else [None]
     configs = []
     for t, i in itertools.product(threads, items):
         if t * i > 16384:
             continue
         split = n > t * i
-        for c, v in itertools.product(clusters if split else [8], values if split or key != "RING" else [0]):
+        for c, b in itertools.product(clusters if split else [8], per_sm):
             if not split or n <= t * i * c:
-                configs.append({"THREADS": t, "ITEMS": i, "CLUSTER": c, key: v})
+                config = {"THREADS": t, "ITEMS": i, "CLUSTER": c}
+                configs.append(config if b is None else {**config, "blocks_per_sm": b})
     return configs
 
 
@@ -127,7 +126,6 @@ def main() -> None:
     parser.add_argument("--shape", action="append", help="only these shapes, e.g. 1024x65536 (repeatable)")
     parser.add_argument("--budget-ms", type=float, default=20.0)
     parser.add_argument("--out", type=Path, default=Path("."))
-    parser.add_argument("--by", help="also print the best cuda config per value of this config key (RING, say)")
     args = parser.parse_args()
     dtype = getattr(torch, args.dtype)
     bandwidth = copy_bandwidth(args.budget_ms)
@@ -146,16 +144,6 @@ def main() -> None:
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|")
     for row in results:
         print(report_line(row, bandwidth))
-    if args.by:
-        print(f"\nBest cuda config per {args.by}: % of the floor\n")
-        for row in results:
-            floor = row["bytes"] / bandwidth
-            timed = [c for c in row["configs"] if c["plugin"] == "cuda" and "ms" in c and args.by in c]
-            for value in sorted({c[args.by] for c in timed}):
-                best = min((c for c in timed if c[args.by] == value), key=lambda c: c["ms"])
-                config = ", ".join(f"{k}={v}" for k, v in best.items() if k not in ("plugin", "ms"))
-                share = 100 * floor / best["ms"]
-                print(f"| {row['op']} | {row['shape']} | {args.by}={value} | {share:.1f}% | {config} |")
 
 
 if __name__ == "__main__":

@@ -141,14 +141,6 @@ CUresult cuFuncSetAttribute(CUfunction hfunc, int attrib, int value);
 CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
                         unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
                         unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra);
-typedef struct CUlaunchAttribute_st CUlaunchAttribute;
-typedef struct {
-    unsigned int gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes;
-    CUstream hStream;
-    CUlaunchAttribute *attrs;
-    unsigned int numAttrs;
-} CUlaunchConfig;
-CUresult cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func, const CUlaunchConfig *config);
 """)
 
 _NVRTC_ERROR_COMPILATION = 6
@@ -550,23 +542,6 @@ class Kernel:
         if rc != 0:
             what = f"grid={grid_dims}, block={block_dims}, shared_mem={shared_mem}"
             _check(f"cuLaunchKernel({self.name}, {what})", rc)
-
-    def max_active_clusters(self, cluster: int, block: int, shared_mem: int = 0) -> int:
-        """How many clusters of this kernel (compiled with ``__cluster_dims__(cluster)``) the device runs at once
-        with ``block`` threads a block and ``shared_mem`` dynamic shared bytes: what a persistent grid launches.
-        A cluster's blocks share a GPC, so this may be fewer than the SMs times the blocks an SM holds, over
-        ``cluster``."""
-        if shared_mem > 0:
-            self._allow_dynamic_shared(shared_mem)
-        config = _ffi.new("CUlaunchConfig *")
-        config.gridDimX, config.gridDimY, config.gridDimZ = cluster, 1, 1
-        config.blockDimX, config.blockDimY, config.blockDimZ = block, 1, 1
-        config.sharedMemBytes = shared_mem
-        count = _ffi.new("int *")
-        with _context(self.module.device):
-            rc = _driver().cuOccupancyMaxActiveClusters(count, self._handle, config)
-        _check(f"cuOccupancyMaxActiveClusters({self.name}, block={block}, shared_mem={shared_mem})", rc)
-        return count[0]
 
     def _allow_dynamic_shared(self, size: int) -> None:
         if self._dynamic_shared_limit is None:

@@ -56,10 +56,6 @@ __device__ __forceinline__ void store_pack(T* __restrict__ p, int i, int end, co
 }
 
 #include "../_cuda/row_sums.cuh"
-#include "../_cuda/mbarrier.cuh"
-#ifndef RING
-#define RING 0  // ln_stream's ring of row parts in shared memory (0: ln_cluster only)
-#endif
 
 // Sums over a group: the warp (group 32) or the block.
 __device__ __forceinline__ float2 group_sum2(float a, float b, int group, float2* red) {
@@ -155,26 +151,6 @@ __device__ __forceinline__ void ln_fits(const T* __restrict__ x, const T* __rest
 // ---- rows split over a cluster (sm_90) -------------------------------------------------------------
 
 #if __CUDA_ARCH__ >= 900
-// The Chan combination of the cluster's blocks' (mean, m2) in slot, each over its share of the row's n columns
-// (PER_BLOCK each, the last block's fewer), in rank order: returns the row's (mean, m2) in every block.
-__device__ __forceinline__ float2 cluster_stats(const float2* slot, int n) {
-  constexpr int PER_BLOCK = THREADS * ITEMS;
-  float mean = 0.0f, m2 = 0.0f;
-  int total = 0;
-#pragma unroll
-  for (int r = 0; r < CLUSTER; ++r) {
-    const int c = min(max(n - r * PER_BLOCK, 0), PER_BLOCK);
-    if (c == 0) break;  // the blocks past the row's end hold nothing (and every later one too)
-    const float2 other = load_cluster(slot, (unsigned)r);
-    const int sum_count = total + c;
-    const float delta = other.x - mean;
-    mean += delta * ((float)c / (float)sum_count);
-    m2 += other.y + delta * delta * ((float)total * (float)c / (float)sum_count);
-    total = sum_count;
-  }
-  return make_float2(mean, m2);
-}
-
 // The row blockIdx.x / CLUSTER; block `rank` of its cluster (blockDim.x = THREADS) holds the columns from
 // rank * THREADS * ITEMS on, its packs laid out as ln_fits lays out a row. CLUSTER * THREADS * ITEMS >= n.
 // Each block takes the count, mean and sum of squared deviations of its own columns (two block sums over
@@ -200,10 +176,21 @@ __device__ __forceinline__ void ln_cluster(const T* __restrict__ x, const T* __r
   const float block_m2 = block_sum2(center<V>(v, local_mean, first, step, n), 0.0f, red).x;
   if (threadIdx.x == 0) block_stats = make_float2(local_mean, block_m2);
   cluster_barrier();
-  const float2 stats = cluster_stats(&block_stats, n);
-  const float mean = stats.x;
+  float mean = 0.0f, m2 = 0.0f;
+  int total = 0;
+#pragma unroll
+  for (int r = 0; r < CLUSTER; ++r) {
+    const int c = min(max(n - r * PER_BLOCK, 0), PER_BLOCK);
+    if (c == 0) break;  // the blocks past the row's end hold nothing (and every later one too)
+    const float2 other = load_cluster(&block_stats, (unsigned)r);
+    const int sum_count = total + c;
+    const float delta = other.x - mean;
+    mean += delta * ((float)c / (float)sum_count);
+    m2 += other.y + delta * delta * ((float)total * (float)c / (float)sum_count);
+    total = sum_count;
+  }
   cluster_arrive();  // the others' stats are read: they may exit once every block has arrived
-  const float var = stats.y / n;
+  const float var = m2 / n;
   const float rstd = 1.0f / sqrtf(var + eps), shift = local_mean - mean;  // v holds x - local_mean
   T* yr = y + row * n;
 #pragma unroll
@@ -217,104 +204,6 @@ __device__ __forceinline__ void ln_cluster(const T* __restrict__ x, const T* __r
   if (rank == 0 && threadIdx.x == 0) write_stats(mean_out, rstd_out, row, mean, var, eps);
   cluster_wait();  // no block exits while another may still read its stats
 }
-
-#if RING > 0
-#ifndef STATS_GATHER
-#define STATS_GATHER 1
-#endif
-// cluster_stats for a whole block, with one remote load a block: lanes 0 .. CLUSTER - 1 of warp 0 each load one
-// block's (mean, m2), every lane of warp 0 combines them (shuffles, rank order), and the result reaches the
-// block's threads through *out (written again a row later, after the next cluster barrier, which every thread
-// reaches after reading it). cluster_stats costs each thread CLUSTER loads from other SMs' shared memory.
-__device__ __forceinline__ float2 cluster_stats_gathered(const float2* slot, int n, float2* out) {
-  constexpr int PER_BLOCK = THREADS * ITEMS;
-  if (threadIdx.x < 32) {
-    const int lane = (int)threadIdx.x;
-    const float2 mine = lane < CLUSTER ? load_cluster(slot, (unsigned)lane) : make_float2(0.0f, 0.0f);
-    float mean = 0.0f, m2 = 0.0f;
-    int total = 0;
-#pragma unroll
-    for (int r = 0; r < CLUSTER; ++r) {
-      const int c = min(max(n - r * PER_BLOCK, 0), PER_BLOCK);
-      const float other_mean = __shfl_sync(0xffffffffu, mine.x, r), other_m2 = __shfl_sync(0xffffffffu, mine.y, r);
-      if (c == 0) break;
-      const int sum_count = total + c;
-      const float delta = other_mean - mean;
-      mean += delta * ((float)c / (float)sum_count);
-      m2 += other_m2 + delta * delta * ((float)total * (float)c / (float)sum_count);
-      total = sum_count;
-    }
-    if (lane == 0) *out = make_float2(mean, m2);
-  }
-  __syncthreads();
-  return *out;
-}
-
-// ln_stream (RING > 0): ln_cluster's split of a row over a cluster, but persistent, and fed through shared
-// memory. The grid holds as many clusters as run at once; cluster c takes rows c, c + clusters, ... Each block
-// keeps a ring of RING parts of rows (its THREADS * ITEMS columns of a row each) in dynamic shared memory, filled
-// by bulk copies that thread 0 issues RING rows ahead: while a block sums and stores one row, the loads of the
-// next RING - 1 rows are in flight. (ln_cluster loads a row only once the block holding the SM's registers has
-// stored the previous one: 80 % of the floor at 1024 x 65536 fp32, against 98 % for a copy.) The blocks'
-// statistics meet in two alternating slots: the cluster barrier of each row orders a slot's reads, two rows
-// earlier, before its next write. Packed rows only (the _vec conditions: 16-byte aligned rows and parts).
-template <int V>
-__device__ __forceinline__ void ln_stream(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
-                                          T* __restrict__ y, float* __restrict__ mean_out,
-                                          float* __restrict__ rstd_out, int rows, int n, long long x_stride,
-                                          float eps) {
-  extern __shared__ __align__(128) unsigned char ring_raw[];
-  T* ring = reinterpret_cast<T*>(ring_raw);  // [RING][PER_BLOCK]
-  __shared__ __align__(8) unsigned long long full[RING];
-  __shared__ float2 red[33], slot[2], row_stats;
-  constexpr int PER_BLOCK = THREADS * ITEMS;
-  const int rank = (int)cluster_rank();
-  const long long clusters = gridDim.x / CLUSTER;
-  const int local = (int)threadIdx.x * V, first = rank * PER_BLOCK + local, step = THREADS * V;
-  const int count = min(max(n - rank * PER_BLOCK, 0), PER_BLOCK);  // this block's columns of a row
-  const unsigned bytes = (unsigned)count * (unsigned)sizeof(T);
-  const T* xs = x + rank * PER_BLOCK;  // this block's part of row 0
-  long long row = blockIdx.x / CLUSTER;
-  if (threadIdx.x == 0) {
-#pragma unroll
-    for (int s = 0; s < RING; ++s) mbarrier_init(&full[s], 1);
-    for (int s = 0; s < RING && count > 0; ++s)
-      if (row + s * clusters < rows) bulk_load(ring + s * PER_BLOCK, xs + (row + s * clusters) * x_stride, bytes, &full[s]);
-  }
-  __syncthreads();
-  int phase = 0;
-  for (int it = 0; row < rows; row += clusters, ++it) {
-    const int s = it % RING;
-    const T* part = ring + s * PER_BLOCK;
-    float v[ITEMS];
-    if (count > 0) mbarrier_wait(&full[s], (it / RING) & 1);
-#pragma unroll
-    for (int k = 0; k < ITEMS / V; ++k) load_pack<V>(part, local + k * step, count, v + k * V, 0.0f);
-    const float block_sum = block_sum2(slots_sum(v), 0.0f, red).x;  // past its barriers every thread has read s
-    if (threadIdx.x == 0 && count > 0 && row + RING * clusters < rows)
-      bulk_load(ring + s * PER_BLOCK, xs + (row + RING * clusters) * x_stride, bytes, &full[s]);
-    const float local_mean = count > 0 ? block_sum / count : 0.0f;
-    const float block_m2 = block_sum2(center<V>(v, local_mean, first, step, n), 0.0f, red).x;
-    if (threadIdx.x == 0) slot[phase] = make_float2(local_mean, block_m2);
-    cluster_barrier();
-    const float2 stats = STATS_GATHER ? cluster_stats_gathered(slot + phase, n, &row_stats) : cluster_stats(slot + phase, n);
-    phase ^= 1;
-    const float var = stats.y / n;
-    const float rstd = 1.0f / sqrtf(var + eps), shift = local_mean - stats.x;  // v holds x - local_mean
-    T* yr = y + row * n;
-#pragma unroll
-    for (int k = 0; k < ITEMS / V; ++k) {
-      const int i = first + k * step;
-#pragma unroll
-      for (int e = 0; e < V; ++e) v[k * V + e] = (v[k * V + e] + shift) * rstd;
-      affine<V>(v + k * V, w, b, i, n);
-      store_pack<V>(yr, i, n, v + k * V);
-    }
-    if (rank == 0 && threadIdx.x == 0) write_stats(mean_out, rstd_out, row, stats.x, var, eps);
-  }
-  cluster_barrier();  // no block exits while another may still read its slots
-}
-#endif  // RING
 #endif
 
 // ---- long rows: shifted sums, then a second pass ------------------------------------------------
@@ -393,22 +282,6 @@ KZ_KERNELS_WITH(__cluster_dims__(CLUSTER, 1, 1), ln_cluster,
                 (const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, T* __restrict__ y,
                  float* __restrict__ mean, float* __restrict__ rstd, int n, long long x_stride, float eps),
                 (x, w, b, y, mean, rstd, n, x_stride, eps))
-#if RING > 0
-// ln_stream's blocks per SM: as many as their rings fit in an SM's 228 KiB of shared memory (1 KiB reserved a
-// block), at most as many as leave a thread 8 registers more than ln_cluster's count (its loop's state: at 64
-// registers, 512 x 32 fp32 spilled 56 bytes through NVRTC 13.5).
-constexpr int STREAM_BLOCKS_SHARED = 233472 / (RING * THREADS * ITEMS * (int)sizeof(T) + 1024 + 512);
-constexpr int STREAM_BLOCKS_REGISTERS = 65536 / (THREADS * (CLUSTER_REGISTERS + 8));
-constexpr int STREAM_MIN_BLOCKS = STREAM_BLOCKS_SHARED < STREAM_BLOCKS_REGISTERS ? STREAM_BLOCKS_SHARED
-                                                                                : STREAM_BLOCKS_REGISTERS;
-#undef KZ_BOUNDS
-#define KZ_BOUNDS THREADS, (STREAM_MIN_BLOCKS > 0 ? STREAM_MIN_BLOCKS : 1)
-extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(KZ_BOUNDS)
-    ln_stream_vec(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, T* __restrict__ y,
-                  float* __restrict__ mean, float* __restrict__ rstd, int rows, int n, long long x_stride, float eps) {
-  ln_stream<PACK>(x, w, b, y, mean, rstd, rows, n, x_stride, eps);
-}
-#endif
 #undef KZ_BOUNDS
 #define KZ_BOUNDS THREADS
 #endif

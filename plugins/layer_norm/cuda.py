@@ -9,7 +9,7 @@ import math
 
 import torch
 
-from kernelzoo.backends.cuda import I64, CudaError, CudaImplementation, Kernel
+from kernelzoo.backends.cuda import I64, CudaImplementation
 from kernelzoo.errors import UnsupportedError
 from kernelzoo.registry import Call
 
@@ -50,31 +50,14 @@ class LayerNormCuda(CudaImplementation):
     op = "layer_norm"
     # THREADS: threads per block (the most a row gets); ITEMS: elements per thread, in registers; CLUSTER:
     # the most blocks a row longer than a block's THREADS * ITEMS is split over (sm_90; a row gets as few as
-    # hold it, row_cluster); RING: for such rows, 0 runs a cluster per row (ln_cluster), 2 or 3 a persistent
-    # grid of clusters whose blocks stream their parts of the rows through a ring of that many in shared memory
-    # (ln_stream; packed rows only, else ln_cluster)
-    config_space = {"THREADS": [128, 256, 512, 1024], "ITEMS": [1, 2, 4, 8, 16, 32], "CLUSTER": [2, 4, 8],
-                    "RING": [0, 2, 3]}
+    # hold it, row_cluster)
+    config_space = {"THREADS": [128, 256, 512, 1024], "ITEMS": [1, 2, 4, 8, 16, 32], "CLUSTER": [2, 4, 8]}
     # 8192 columns in registers: 16 per thread (4 fp32 or 2 fp16 16-byte loads in flight), blocks of 512;
     # clusters of 8 (the most every sm_90 GPU runs) hold rows of 65536
-    default_config = {"THREADS": 512, "ITEMS": 16, "CLUSTER": 8, "RING": 0}
+    default_config = {"THREADS": 512, "ITEMS": 16, "CLUSTER": 8}
     # rows of 65536 over 4 blocks of 512 × 32: the fastest config at 1024 × 65536 fp32 on the H100
     # (docs/perf/layer_norm-study.md), which 12 trials of TPE over this space need not find
     tuning_seeds = ({"THREADS": 512, "ITEMS": 32, "CLUSTER": 4},)
-
-    def resident_clusters(self, kernel: Kernel, cluster: int, threads: int, ring: int) -> int:
-        """Clusters of ln_stream that the device runs at once (the persistent grid), asked of the driver once
-        per kernel and ring; a ring larger than a block's shared memory is unsupported."""
-        cache = self.__dict__.setdefault("_resident", {})
-        key = (kernel, threads, ring)
-        if key not in cache:
-            try:
-                cache[key] = kernel.max_active_clusters(cluster, threads, ring)
-            except CudaError as e:
-                raise UnsupportedError(f"layer_norm/cuda: a ring of {ring} bytes a block: {e}") from None
-            if cache[key] < 1:
-                raise UnsupportedError(f"layer_norm/cuda: a ring of {ring} bytes a block leaves no cluster resident")
-        return cache[key]
 
     def run(self, call: Call, config: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         x, shape = call.inputs["x"], call.params["normalized_shape"]
@@ -110,16 +93,8 @@ class LayerNormCuda(CudaImplementation):
             self.kernel("ln_fits" + suffix, x.dtype, config)(x, w, b, y, mean, rstd, rows, n, I64(stride), block, eps,
                                                               grid=rows, block=block)
         elif cluster := row_cluster(n, threads * items, config["CLUSTER"], x.device):  # a cluster of blocks per row
-            config = {**config, "CLUSTER": cluster}
-            if config["RING"] and suffix == "_vec":
-                ring = config["RING"] * threads * items * x.element_size()
-                kernel = self.kernel("ln_stream_vec", x.dtype, config)
-                clusters = self.resident_clusters(kernel, cluster, threads, ring)
-                kernel(x, w, b, y, mean, rstd, rows, n, I64(stride), eps, grid=min(rows, clusters) * cluster,
-                       block=threads, shared_mem=ring)
-            else:
-                self.kernel("ln_cluster" + suffix, x.dtype, config)(
-                    x, w, b, y, mean, rstd, n, I64(stride), eps, grid=rows * cluster, block=threads)
+            self.kernel("ln_cluster" + suffix, x.dtype, {**config, "CLUSTER": cluster})(
+                x, w, b, y, mean, rstd, n, I64(stride), eps, grid=rows * cluster, block=threads)
         else:
             self.kernel("ln_looped" + suffix, x.dtype, config)(x, w, b, y, mean, rstd, n, I64(stride), eps,
                                                                 grid=rows, block=threads)
