@@ -2,6 +2,7 @@
 torch and against a copy of the same bytes, per benchmark shape.
 
     python scripts/layer_norm_sweep.py [--dtype float32] [--op layer_norm] [--quick] [--shape 1024x65536] [--out DIR]
+                                       [--define NAME=VALUE]
 
 For each shape of the op's GPU shapes: torch's kernel, a copy moving the same tensors (forward: y = x;
 backward: dx = dy + x, its two reads and one write), the tuned dispatch, and every config of the grid
@@ -65,7 +66,7 @@ def outputs_match(got, want) -> str | None:
     return None
 
 
-def sweep(op: str, shape: tuple, dtype: torch.dtype, quick: bool, budget_ms: float) -> dict:
+def sweep(op: str, shape: tuple, dtype: torch.dtype, quick: bool, budget_ms: float, defines: dict) -> dict:
     spec = registry.op(op)
     call = spec.example(shape, dtype, "cuda", torch.Generator().manual_seed(0))
     n = shape[-1]
@@ -85,7 +86,7 @@ def sweep(op: str, shape: tuple, dtype: torch.dtype, quick: bool, budget_ms: flo
     for plugin in ("cuda", "triton"):
         impl = registry.impl(op, plugin)
         for config in [impl.default_config, *grid(plugin, op, n, quick)]:
-            config = impl.config(config)
+            config = impl.config({**config, **defines}) if plugin == "cuda" else impl.config(config)
             entry = {"plugin": plugin, **config}
             try:
                 mismatch = outputs_match(impl.run(call, config), want)
@@ -126,8 +127,11 @@ def main() -> None:
     parser.add_argument("--shape", action="append", help="only these shapes, e.g. 1024x65536 (repeatable)")
     parser.add_argument("--budget-ms", type=float, default=20.0)
     parser.add_argument("--out", type=Path, default=Path("."))
+    parser.add_argument("--define", action="append", default=[], metavar="NAME=VALUE",
+                        help="a define added to every cuda config (an A/B of a source switch; repeatable)")
     args = parser.parse_args()
     dtype = getattr(torch, args.dtype)
+    defines = {name: int(value) for name, value in (d.split("=", 1) for d in args.define)}
     bandwidth = copy_bandwidth(args.budget_ms)
     print(f"{torch.cuda.get_device_name()}: 1 GiB copy {bandwidth / 1e6:.0f} GB/s", flush=True)
     results = []
@@ -135,7 +139,7 @@ def main() -> None:
         for shape in registry.op(op).shapes["cuda"]:
             if args.shape and "x".join(map(str, shape)) not in args.shape:
                 continue
-            results.append(sweep(op, shape, dtype, args.quick, args.budget_ms))
+            results.append(sweep(op, shape, dtype, args.quick, args.budget_ms, defines))
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "layer_norm_sweep.json").write_text(json.dumps({"bandwidth": bandwidth, "rows": results}, indent=1))
     print("\n% of the floor (op bytes over the 1 GiB copy's bandwidth); best config per plugin\n")

@@ -64,6 +64,14 @@ __device__ __forceinline__ float2 load_cluster(const float2* p, unsigned rank) {
   return v;
 }
 
+// Lane r < CLUSTER of the calling warp: block r's float2 at `slot` (an address in this block's shared
+// memory); the other lanes: zeros. One remote load a lane, all in flight together, where a loop of
+// load_cluster in every thread issues THREADS * CLUSTER loads from other SMs.
+__device__ __forceinline__ float2 gather_cluster(const float2* slot) {
+  const unsigned lane = threadIdx.x & 31;
+  return lane < CLUSTER ? load_cluster(slot, lane) : make_float2(0.0f, 0.0f);
+}
+
 // Sums of (a, b) over the cluster's blocks: each block's block_sum2, added in rank order. slot: 2 float2 of
 // shared memory taken in turn (phase, starting at 0): a block writes slot[phase] again two calls later,
 // after the barrier of the call between, which no block passes before it has read this call's slots.
