@@ -11,7 +11,8 @@
 //   1024 x 65536 fp32 is 256 KiB a row, more than one block holds, and ln_looped's second read misses L2
 //   there (rows in flight x 256 KiB > L2).
 //   A cluster per row: persistent clusters loading the next row during this row's sums measured slower
-//   (H100, 1024 x 65536 fp32: 63 % of the floor against 75 %; docs/perf/layer_norm-study.md).
+//   (H100, 1024 x 65536 fp32: 63 % of the floor against 75 %), and so did persistent clusters streaming the
+//   rows through shared memory by bulk copies (64-77 % against 79-80 %; docs/perf/layer_norm-study.md).
 // ln_looped: a longer row by one block, twice: shifted sums s1 = sum(x - K), s2 = sum((x - K)^2) with
 //   K = x[0] (one pass, and no cancellation when the mean is far from 0), then y; the second read mostly
 //   hits L2.
