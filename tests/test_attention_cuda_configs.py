@@ -82,6 +82,17 @@ def backward_call(d: int):
     return BWD_OP.check(q, q, q, q, torch.zeros((1, 2, 33)), q)
 
 
+@pytest.mark.parametrize(("d", "expected"), [
+    (64, {"WARPS": 4, "BLOCK_INNER": 32}),  # the tuner's choice at every head-dim-64 key
+    (56, {"WARPS": 4, "BLOCK_INNER": 32}),  # compiled for head dim 64
+    (128, {"SPLIT": 1}),                    # and at every head-dim-128 key
+    (96, {}),                               # no entry: the default itself
+])
+def test_a_backward_given_the_default_runs_its_head_dims_tuned_shape(d, expected):
+    assert BWD.fitted(backward_call(d), BWD.config()) == BWD.config(expected)
+    assert BWD.fitted(backward_call(d), BWD.config({"STAGES": 3})) == BWD.config({"STAGES": 3})  # as given
+
+
 def test_the_split_backward_takes_head_dims_that_are_multiples_of_32():
     config = BWD.config({"SPLIT": 1})
     shared = BWD.shared_memory(backward_call(128), config)

@@ -102,6 +102,45 @@ __device__ __forceinline__ float lse_log2(float lse, bool in_range) {
   return in_range && lse != -KZ_INF ? lse * LOG2E : KZ_INF;
 }
 
+// A warp's tile of Sᵀ (MR 16-row key tiles by NC query columns from c0; a thread holds columns 8j + 2t and
+// 8j + 2t + 1, t = lane % 4), masked and in log2 units, becomes Pᵀ = 2^(Sᵀ − lse·log2 e), lse from the step's
+// stage (t_lse, the tile's first column at 0).
+template <int MR, int NC>
+__device__ __forceinline__ void probabilities_t(float (&p)[MR][NC / 8][4], const float* t_lse, int c0, int n_q) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int j = 0; j < NC / 8; ++j) {
+    const int c = j * 8 + lane % 4 * 2;
+    const float l0 = lse_log2(t_lse[c], c0 + c < n_q), l1 = lse_log2(t_lse[c + 1], c0 + c + 1 < n_q);
+#pragma unroll
+    for (int i = 0; i < MR; ++i) {
+      p[i][j][0] = ex2(p[i][j][0] - l0);
+      p[i][j][1] = ex2(p[i][j][1] - l1);
+      p[i][j][2] = ex2(p[i][j][2] - l0);
+      p[i][j][3] = ex2(p[i][j][3] - l1);
+    }
+  }
+}
+
+// dPᵀ in ds (the same tile as probabilities_t's) becomes dSᵀ = Pᵀ∘(dPᵀ − delta), delta from the step's stage.
+template <int MR, int NC>
+__device__ __forceinline__ void score_grads_t(float (&ds)[MR][NC / 8][4], const float (&p)[MR][NC / 8][4],
+                                              const float* t_delta) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int j = 0; j < NC / 8; ++j) {
+    const int c = j * 8 + lane % 4 * 2;
+    const float d0 = t_delta[c], d1 = t_delta[c + 1];
+#pragma unroll
+    for (int i = 0; i < MR; ++i) {
+      ds[i][j][0] = p[i][j][0] * (ds[i][j][0] - d0);
+      ds[i][j][1] = p[i][j][1] * (ds[i][j][1] - d1);
+      ds[i][j][2] = p[i][j][2] * (ds[i][j][2] - d0);
+      ds[i][j][3] = p[i][j][3] * (ds[i][j][3] - d1);
+    }
+  }
+}
+
 // A warp's dSᵀ (or, SPLIT, Pᵀ) C fragments, M m16 tiles × NC query columns (keys key0 + 16i + g + 8r, queries
 // 8j + 2t + e%2), rounded to T as the dK (dV) product takes them, into its rows of the tile s [BLOCK_OUTER][LDSD]
 // (s may point at a column) by 4-byte stores (conflict-free as store_rows': the row
@@ -311,7 +350,7 @@ __device__ __forceinline__ void dkdv_pass(unsigned char* smem, DKDV_PARAMS) {
   const DkdvSteps steps = dkdv_begin(smem, DKDV_ARGS);
   T *sk = steps.sk, *sv = steps.sv, *sq = steps.sq, *sdo = steps.sdo, *sds = steps.sds;
   const float *s_lse = steps.s_lse, *s_delta = steps.s_delta;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int warp = threadIdx.x / 32;
   const int n0 = steps.n0, b = steps.b, hk = steps.hk, total = steps.total;
   const int wrow = warp * MT * 16;
 
@@ -339,34 +378,12 @@ __device__ __forceinline__ void dkdv_pass(unsigned char* smem, DKDV_PARAMS) {
     } else {
       mask_scores<false, true, MT, NI>(p, n0 + wrow, m0, n_q, n_k, scale_log2, am);
     }
-#pragma unroll
-    for (int j = 0; j < NT; ++j) {
-      const int c = j * 8 + lane % 4 * 2;
-      const float l0 = lse_log2(t_lse[c], m0 + c < n_q), l1 = lse_log2(t_lse[c + 1], m0 + c + 1 < n_q);
-#pragma unroll
-      for (int i = 0; i < MT; ++i) {
-        p[i][j][0] = ex2(p[i][j][0] - l0);
-        p[i][j][1] = ex2(p[i][j][1] - l1);
-        p[i][j][2] = ex2(p[i][j][2] - l0);
-        p[i][j][3] = ex2(p[i][j][3] - l1);
-      }
-    }
+    probabilities_t<MT, NI>(p, t_lse, m0, n_q);
     accumulate<MT, NI>(dv_acc, p, tdo);
 
     float ds[MT][NT][4];  // dPᵀ, then dSᵀ
     scores_smem<MT, NI>(ds, sv + wrow * LDS, tdo);
-#pragma unroll
-    for (int j = 0; j < NT; ++j) {
-      const int c = j * 8 + lane % 4 * 2;
-      const float d0 = t_delta[c], d1 = t_delta[c + 1];
-#pragma unroll
-      for (int i = 0; i < MT; ++i) {
-        ds[i][j][0] = p[i][j][0] * (ds[i][j][0] - d0);
-        ds[i][j][1] = p[i][j][1] * (ds[i][j][1] - d1);
-        ds[i][j][2] = p[i][j][2] * (ds[i][j][2] - d0);
-        ds[i][j][3] = p[i][j][3] * (ds[i][j][3] - d1);
-      }
-    }
+    score_grads_t<MT, NI>(ds, p, t_delta);
     if (DQ_ATOMIC) store_ds<MT, NI>(ds, sds + wrow * LDSD, n0 + wrow, n_k);
     accumulate<MT, NI>(dk_acc, ds, tq);
     if (DQ_ATOMIC) {
@@ -447,7 +464,7 @@ __device__ __forceinline__ void dkdv_split(unsigned char* smem, DKDV_PARAMS) {
   T *sk = steps.sk, *sv = steps.sv, *sq = steps.sq, *sdo = steps.sdo, *sds = steps.sds;
   T* sp = sds + BLOCK_OUTER * LDSD;  // [BLOCK_OUTER][LDSD]: a step's Pᵀ
   const float *s_lse = steps.s_lse, *s_delta = steps.s_delta;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, half = warp % 2;
+  const int warp = threadIdx.x / 32, half = warp % 2;
   const int n0 = steps.n0, b = steps.b, hk = steps.hk, total = steps.total;
   const int wrow = warp / 2 * MS * 16;
 
@@ -476,34 +493,12 @@ __device__ __forceinline__ void dkdv_split(unsigned char* smem, DKDV_PARAMS) {
     } else {
       mask_scores<false, true, MS, NH>(p, n0 + wrow, c0, n_q, n_k, scale_log2, am);
     }
-#pragma unroll
-    for (int j = 0; j < NH / 8; ++j) {
-      const int c = j * 8 + lane % 4 * 2;
-      const float l0 = lse_log2(t_lse[c], c0 + c < n_q), l1 = lse_log2(t_lse[c + 1], c0 + c + 1 < n_q);
-#pragma unroll
-      for (int i = 0; i < MS; ++i) {
-        p[i][j][0] = ex2(p[i][j][0] - l0);
-        p[i][j][1] = ex2(p[i][j][1] - l1);
-        p[i][j][2] = ex2(p[i][j][2] - l0);
-        p[i][j][3] = ex2(p[i][j][3] - l1);
-      }
-    }
+    probabilities_t<MS, NH>(p, t_lse, c0, n_q);
     store_ds<MS, NH>(p, sp + wrow * LDSD + half * NH, n0 + wrow, n_k);
 
     float ds[MS][NH / 8][4];  // dPᵀ, then dSᵀ
     scores_smem<MS, NH>(ds, sv + wrow * LDS, tdo + half * NH * LDS);
-#pragma unroll
-    for (int j = 0; j < NH / 8; ++j) {
-      const int c = j * 8 + lane % 4 * 2;
-      const float d0 = t_delta[c], d1 = t_delta[c + 1];
-#pragma unroll
-      for (int i = 0; i < MS; ++i) {
-        ds[i][j][0] = p[i][j][0] * (ds[i][j][0] - d0);
-        ds[i][j][1] = p[i][j][1] * (ds[i][j][1] - d1);
-        ds[i][j][2] = p[i][j][2] * (ds[i][j][2] - d0);
-        ds[i][j][3] = p[i][j][3] * (ds[i][j][3] - d1);
-      }
-    }
+    score_grads_t<MS, NH>(ds, p, t_delta);
     store_ds<MS, NH>(ds, sds + wrow * LDSD + half * NH, n0 + wrow, n_k);
     __syncthreads();  // both query halves of every pair's Pᵀ and dSᵀ are in sp and sds
 

@@ -52,11 +52,15 @@ class AttentionBackwardCuda(CudaImplementation):
     # 157 KiB (no spill; 24 bytes with an additive attn_mask; -Xptxas -v, NVRTC 13.5, sm_90), 170-219 at 64;
     # valid for every head dim up to 128. On the H100 (B=4 H=32 N=4096, 2026-11-26) it ran 0.83-0.90× FA2's
     # backward, against 0.70-0.78× for the 32-row steps that were the default before (docs/perf/attention-cuda.md).
-    # DQ "atomic": 5 products for 7.
+    # DQ "atomic": 5 products for 7. A call given it runs head_dim_defaults (below) where they fit.
     default_config = {"BLOCK_OUTER": 128, "BLOCK_INNER": 64, "WARPS": 8, "STAGES": 2, "DQ": "atomic", "SPLIT": 0}
     # dQ by its own pass, so that a short search times both strategies; and 4 warps of 32 rows with 32-row
     # steps, the fastest at head dim 64 in the same run (1.00-1.07× FA2), where its tile state fits
     tuning_seeds = ({"DQ": "pass"}, {"WARPS": 4, "BLOCK_INNER": 32}, {"SPLIT": 1})
+    # A call given the default runs, where it fits, what the tuner chose at every shipped key of its kernel head
+    # dim (H100, B=4 and 1, H=32, N 1024-16384, causal and not, 2026-11-27: 12 of 12 keys): 4 warps of 32 rows
+    # with 32-row steps at 64 (1.03-1.17× FA2 at N ≤ 4096), pairs of warps (SPLIT 1) at 128; else the default.
+    head_dim_defaults = {64: {"WARPS": 4, "BLOCK_INNER": 32}, 128: {"SPLIT": 1}}
 
     def supports(self, call: Call) -> str | None:
         return super().supports(call) or unsupported(call)
@@ -88,26 +92,42 @@ class AttentionBackwardCuda(CudaImplementation):
         return {"attention_backward_delta": 0, "attention_backward_dkdv": dkdv, "attention_backward_dkdv_dq": dkdv_dq,
                 "attention_backward_dq": tiles, "attention_backward_dq_convert": 0}
 
-    def plan(self, call: Call, config: Mapping[str, Any]) -> tuple[dict[str, Kernel], dict[str, int]]:
-        """The kernels that run ``config`` for ``call`` (delta, dK/dV, and the dQ pass or dQ's conversion) and
-        their shared bytes: worked out and compiled at a key's first call, then a lookup."""
+    def fitted(self, call: Call, config: Mapping[str, Any]) -> dict[str, Any]:
+        """``config``; or where it is the default, its head dim's entry of ``head_dim_defaults`` where that fits
+        ``call``, else the default itself (which fits every call it supports)."""
+        if config != self.config():
+            return dict(config)
+        preferred = self.head_dim_defaults.get(kernel_head_dim(call.inputs["q"].shape[3]))
+        if preferred is not None:
+            candidate = self.config(preferred)
+            try:
+                self.shared_memory(call, candidate)
+                return candidate
+            except UnsupportedError:
+                pass
+        return dict(config)
+
+    def plan(self, call: Call, config: Mapping[str, Any]) -> tuple[dict[str, Kernel], dict[str, int], dict[str, Any]]:
+        """The kernels that run ``config``, fitted, for ``call`` (delta, dK/dV, and the dQ pass or dQ's conversion),
+        their shared bytes and the fitted config: worked out and compiled at a key's first call, then a lookup."""
         plans = self.__dict__.setdefault("_plans", {})
         key = plan_key(call, config)
         found = plans.get(key)
         if found is None:
-            shared = self.shared_memory(call, config)
-            defines = call_defines(call, config)
+            fitted = self.fitted(call, config)
+            shared = self.shared_memory(call, fitted)
+            defines = call_defines(call, fitted)
             names = ("attention_backward_delta",
-                     *(("attention_backward_dkdv_dq", "attention_backward_dq_convert") if config["DQ"] == "atomic"
+                     *(("attention_backward_dkdv_dq", "attention_backward_dq_convert") if fitted["DQ"] == "atomic"
                        else ("attention_backward_dkdv", "attention_backward_dq")))
-            found = plans[key] = ({name: self.kernel(name, call.dtype, defines) for name in names}, shared)
+            found = plans[key] = ({name: self.kernel(name, call.dtype, defines) for name in names}, shared, fitted)
         return found
 
     def run(self, call: Call, config: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         trivial = trivial_backward(call)
         if trivial is not None:
             return trivial
-        kernels, shared = self.plan(call, config)
+        kernels, shared, config = self.plan(call, config)
         q, k, v, o, do = (aligned_rows(call.inputs[name]) for name in ("q", "k", "v", "o", "do"))
         lse = call.inputs["lse"].contiguous()
         (batch, heads, n_q, d), (_, kv_heads, n_k, _) = q.shape, k.shape
