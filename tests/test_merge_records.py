@@ -1,0 +1,37 @@
+"""scripts/merge_records.py, which writes tuning_db/h100-sxm.json: an export's records replace the shipped ones of
+their key in place, new keys are appended, and records whose plugin source changed since tuning are named."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from kernelzoo.registry import registry
+
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "merge_records.py"
+
+
+def record(shape: str, time_ms: float, plugin: str = "torch", source_hash: str | None = None) -> dict:
+    impl = registry.impl("relu", plugin)
+    return {"op": "relu", "plugin": plugin, "dtype": "float32", "shape": shape, "bucket": [int(shape).bit_length()],
+            "flags": "", "device_hash": "d0", "device": {"name": "test"}, "config": {}, "origin": "tuned",
+            "source_hash": source_hash or impl.source_hash, "time_ms": time_ms, "spread": 0.01, "trials": 1}
+
+
+def test_fresh_records_replace_theirs_in_place_and_new_ones_follow(tmp_path):
+    shipped, fresh = tmp_path / "shipped.json", tmp_path / "fresh.json"
+    old = [record("1024", 1.0), record("4096", 2.0), record("65536", 3.0, source_hash="0" * 16)]
+    shipped.write_text(json.dumps({"format": 1, "records": old}, indent=1) + "\n")
+    fresh.write_text(json.dumps({"records": [record("4096", 1.5), record("16384", 4.0)]}))
+
+    out = subprocess.run([sys.executable, str(SCRIPT), str(shipped), str(fresh)], capture_output=True, text=True,
+                         check=True).stdout
+
+    merged = json.loads(shipped.read_text())
+    assert [(r["shape"], r["time_ms"]) for r in merged["records"]] == [
+        ("1024", 1.0), ("4096", 1.5), ("65536", 3.0), ("16384", 4.0)]
+    assert merged["format"] == 1 and shipped.read_text().endswith("}\n")
+    assert "1 replaced, 1 added, 4 records, 1 with a changed source" in out
+    assert "changed since tuned: relu/torch float32 65536" in out
