@@ -8,8 +8,8 @@
 set -uo pipefail
 out=${OUT:-/tmp/kz-out}
 mkdir -p "$out"
-python3 scripts/attention_cuda_check.py --skip-timing > "$out/check.log" 2>&1
-echo "attention_cuda_check: rc $?, $(grep -c '^ok' "$out/check.log") ok, $(grep -c '^FAIL\|^ERROR' "$out/check.log") failed"
+. scripts/gpu_common.sh
+attention_check
 python3 scripts/attention_bwd_split.py --old-source "${OLD_SOURCE:-.kz/old_cuda.cu}" \
     --config 'split1={"SPLIT": 1}' --config 'w4i32={"WARPS": 4, "BLOCK_INNER": 32}' > "$out/ab.log" 2>&1
 echo "attention_bwd_split: rc $?"

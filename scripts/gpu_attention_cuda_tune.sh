@@ -8,12 +8,9 @@ set -uo pipefail
 out=${OUT:-/tmp/kz-out}
 mkdir -p "$out"
 export KERNELZOO_DB="sqlite:///$out/tune.db"
+. scripts/gpu_common.sh
 if [ "${CHECK:-0}" = 1 ]; then
-    python3 scripts/attention_cuda_check.py --skip-timing > "$out/check.log" 2>&1
-    rc=$?
-    echo "attention_cuda_check: rc $rc, $(grep -c '^ok' "$out/check.log") ok," \
-         "$(grep -c '^FAIL\|^ERROR' "$out/check.log") failed"
-    [ $rc = 0 ] || { grep -m 5 '^FAIL\|^ERROR\|Traceback' "$out/check.log"; exit 1; }
+    attention_check || exit 1
 fi
 start=$SECONDS
 for op in ${OPS:-attention attention_backward}; do

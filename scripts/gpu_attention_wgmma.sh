@@ -7,14 +7,11 @@
 set -uo pipefail
 out=${OUT:-/tmp/kz-out}
 mkdir -p "$out"
+. scripts/gpu_common.sh
 rc=0
 if [ "${CHECK:-1}" = 1 ]; then
-    python3 scripts/attention_cuda_check.py --skip-timing $([ "${SWEEP:-0}" = 1 ] && echo --sweep-forward) \
-        > "$out/check.log" 2>&1
+    attention_check $([ "${SWEEP:-0}" = 1 ] && echo --sweep-forward)
     rc=$?
-    echo "attention_cuda_check: rc $rc, $(grep -c '^ok' "$out/check.log") ok," \
-         "$(grep -c '^FAIL\|^ERROR' "$out/check.log") failed"
-    grep -m 5 '^FAIL\|^ERROR\|Traceback' "$out/check.log"
     grep -A 8 '^fwd D=' "$out/check.log" | cut -c1-110
 fi
 if [ "${AB:-0}" = 1 ] && [ $rc = 0 ]; then

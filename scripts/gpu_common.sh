@@ -18,3 +18,14 @@ bundle_logs() {
     tar -czf /tmp/kernelzoo-logs.tgz -C "$out" --exclude tuning.db . && \
         find "$out" -mindepth 1 ! -name tuning.db ! -name summary.txt -delete && mv /tmp/kernelzoo-logs.tgz "$out/logs.tgz"
 }
+
+# attention_check [ARGS...]: the cuda attention plugins against float64 on odd shapes
+# (scripts/attention_cuda_check.py --skip-timing ARGS) into $out/check.log; prints the counts and the first
+# failures, returns its rc.
+attention_check() {
+    python3 scripts/attention_cuda_check.py --skip-timing "$@" > "$out/check.log" 2>&1
+    local rc=$?
+    echo "attention_cuda_check: rc $rc, $(grep -c '^ok' "$out/check.log") ok, $(grep -c '^FAIL\|^ERROR' "$out/check.log") failed"
+    grep -m 5 '^FAIL\|^ERROR\|Traceback' "$out/check.log"
+    return $rc
+}
