@@ -62,7 +62,9 @@ def configs(impl: Any, all_configs: bool) -> list[dict]:
                 impl.config({"WGMMA": 1, "WARPS": 12, "BLOCK_M": 192, "BLOCK_N": 128}),
                 impl.config({"WGMMA": 1, "WARPS": 4, "BLOCK_M": 64, "BLOCK_N": 64}),
                 impl.config({"WGMMA": 1, "WARPS": 8, "BLOCK_N": 128, "STAGES": 3, "PRODUCER": 1}),
-                impl.config({"WGMMA": 1, "WARPS": 4, "BLOCK_M": 64, "BLOCK_N": 64, "PRODUCER": 1})]
+                impl.config({"WGMMA": 1, "WARPS": 4, "BLOCK_M": 64, "BLOCK_N": 64, "PRODUCER": 1}),
+                impl.config({"WGMMA": 1, "WARPS": 8, "BLOCK_N": 128, "STAGES": 3, "PRODUCER": 2}),
+                impl.config({"WGMMA": 1, "WARPS": 4, "BLOCK_M": 64, "BLOCK_N": 32, "PRODUCER": 2})]
     return [impl.config(), first, impl.config({"SPLIT": 1})]  # and the dK/dV pass over pairs of warps
 
 

@@ -191,11 +191,12 @@ def test_the_producer_warp_takes_up_to_two_warpgroups_and_a_pair_of_mbarriers_a_
 
 
 @pytest.mark.skipif(not cuda.compile_available()[0], reason="NVRTC not available")
+@pytest.mark.parametrize("producer", [1, 2])
 @pytest.mark.parametrize("d", [64, 128])
-def test_the_producer_warp_kernel_compiles_for_sm90a(d):
-    """NVRTC 13.0 and 13.5: 139-168 registers and no spill, the wgmma chains asynchronous."""
+def test_the_producer_warp_kernel_compiles_for_sm90a(d, producer):
+    """NVRTC 13.0 and 13.5: 139-168 registers and no spill, the wgmma chains asynchronous (cp.async or TMA)."""
     call = forward_call(d, False)
-    config = IMPL.config({"WGMMA": 1, "WARPS": 8, "BLOCK_N": 128, "PRODUCER": 1})
+    config = IMPL.config({"WGMMA": 1, "WARPS": 8, "BLOCK_N": 128, "PRODUCER": producer})
     IMPL.shared_memory(call, config)
     defines = {k: v for k, v in attention_cuda.call_defines(call, config).items() if k.isupper()}
     cuda.compile_cubin(IMPL.read_source("cuda.cu"), defines={"T": "kz_half", **defines},

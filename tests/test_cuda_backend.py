@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 import types
 
 import pytest
@@ -174,6 +175,63 @@ def test_a_second_launch_of_other_values_reuses_the_layout():
 
 def _cdiv(a: int, b: int) -> int:
     return (a + b - 1) // b
+
+
+def test_a_tensor_map_is_packed_at_the_next_64_bytes():
+    """A CUtensorMap kernel parameter is 64-byte aligned: the packing pads to it, as the kernel's ABI does."""
+    first, second = cuda.TensorMap(bytes(range(128))), cuda.TensorMap(bytes(128))
+    data, layout = cuda._pack((cuda.I64(5), 3, first, 2.5, second))
+    assert layout.struct.size == len(data) == 64 + 128 + 64 + 128  # the float pads to the second map's 64 bytes
+    assert data[64:192] == bytes(range(128)) and data[192:196] == struct.pack("f", 2.5)
+    assert data[256:384] == bytes(128)
+    with pytest.raises(ValueError, match="128 bytes"):
+        cuda.TensorMap(bytes(64))
+
+
+def test_a_tensor_map_is_refused_what_the_tma_unit_cannot_read():
+    with pytest.raises(ValueError, match="CUDA tensor"):
+        cuda.tensor_map(torch.zeros(4, 64, dtype=torch.float16), (64, 4))
+    with pytest.raises(ValueError, match="not supported"):
+        cuda.tensor_map(torch.zeros(4, 64, dtype=torch.int8), (64, 4))
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() < (9, 0),
+                    reason="the TMA unit is sm_90's")
+def test_a_tensor_map_box_lands_swizzled_and_zero_filled_past_the_tensor():
+    """One TMA copy of a 64 x 16 box (the last rows past the tensor) into shared memory, read back: row r's
+    16-byte chunk c sits at chunk c ^ (r % 8) under the 128-byte swizzle, rows past the end are zeros."""
+    source = r"""
+    struct __align__(64) Map { unsigned long long opaque[16]; };
+    extern "C" __global__ void box(const __grid_constant__ Map map, int row0, unsigned short* out) {
+      __shared__ __align__(1024) unsigned short tile[16 * 64];
+      __shared__ __align__(8) unsigned long long bar;
+      const unsigned t = (unsigned)__cvta_generic_to_shared(tile), b = (unsigned)__cvta_generic_to_shared(&bar);
+      if (threadIdx.x == 0) {
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(b));
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(16 * 64 * 2) : "memory");
+        asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
+                     "[%0], [%1, {0, %2}], [%3];" ::"r"(t), "l"(&map), "r"(row0), "r"(b) : "memory");
+      }
+      __syncthreads();
+      unsigned done = 0;
+      while (!done)
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\nselp.u32 %0, 1, 0, p;\n}"
+                     : "=r"(done) : "r"(b) : "memory");
+      for (int i = threadIdx.x; i < 16 * 64; i += blockDim.x) out[i] = tile[i];
+    }"""
+    x = torch.arange(40 * 64, device="cuda", dtype=torch.int32).to(torch.float16).view(40, 64)
+    out = torch.empty(16 * 64, device="cuda", dtype=torch.int16)
+    kernel = cuda.load(source, arch=lambda arch: "sm_90a").function("box")
+    kernel(cuda.tensor_map(x, (64, 16)), 32, out, grid=1, block=128)
+    torch.cuda.synchronize()
+    tile = out.view(torch.float16).view(16, 64).cpu()
+    rows = torch.cat([x[32:].cpu(), torch.zeros(8, 64, dtype=torch.float16)])  # rows 32-39, then 8 past the end
+    for r in range(16):
+        for c in range(8):
+            assert torch.equal(tile[r, (c ^ r % 8) * 8:(c ^ r % 8) * 8 + 8], rows[r, c * 8:c * 8 + 8]), (r, c)
 
 
 @pytest.mark.gpu

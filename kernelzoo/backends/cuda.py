@@ -141,6 +141,12 @@ CUresult cuFuncSetAttribute(CUfunction hfunc, int attrib, int value);
 CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
                         unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
                         unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra);
+typedef struct { unsigned long long opaque[16]; } CUtensorMap;
+CUresult cuTensorMapEncodeTiled(CUtensorMap *tensorMap, int tensorDataType, unsigned int tensorRank,
+                                void *globalAddress, const unsigned long long *globalDim,
+                                const unsigned long long *globalStrides, const unsigned int *boxDim,
+                                const unsigned int *elementStrides, int interleave, int swizzle, int l2Promotion,
+                                int oobFill);
 """)
 
 _NVRTC_ERROR_COMPILATION = 6
@@ -154,6 +160,57 @@ _last_log = ""
 
 class I64(int):
     """An int launch argument passed as a 64-bit ``long long`` rather than a 32-bit ``int``."""
+
+
+class TensorMap:
+    """A launch argument that is a CUtensorMap (128 bytes, 64-byte aligned in the parameter buffer): how a kernel
+    reads a tensor through the TMA unit (``cp.async.bulk.tensor``), taking it as a ``__grid_constant__``
+    parameter. Made by :func:`tensor_map`."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: bytes) -> None:
+        if len(raw) != 128:
+            raise ValueError(f"a CUtensorMap is 128 bytes, not {len(raw)}")
+        self.raw = raw
+
+
+_TMA_DTYPES = {torch.float16: 6, torch.float32: 7, torch.bfloat16: 9}  # CU_TENSOR_MAP_DATA_TYPE_*
+_TMA_SWIZZLES = {0: 0, 32: 1, 64: 2, 128: 3}  # bytes -> CU_TENSOR_MAP_SWIZZLE_*
+
+
+def tensor_map(tensor: torch.Tensor, box: Sequence[int], swizzle: int = 128) -> TensorMap:
+    """The tiled tensor map of ``tensor`` (on a CUDA device, its last dim contiguous): boxes of ``box`` elements
+    (innermost dim first, as the kernel's coordinates), stored in shared memory with the ``swizzle``-byte swizzle
+    (0, 32, 64 or 128; the box's inner extent must then be that many bytes or fewer); elements past the tensor's
+    bounds arrive as zeros. The TMA unit's limits are checked here: a 16-byte aligned address, row strides in
+    multiples of 16 bytes, 1 to 5 dims, boxes of 1 to 256 a dim. Encoded once per tensor layout and box
+    (cached), no GPU work."""
+    if tensor.dtype not in _TMA_DTYPES or swizzle not in _TMA_SWIZZLES:
+        raise ValueError(f"tensor_map: dtype {tensor.dtype} or swizzle {swizzle} not supported")
+    size = tensor.element_size()
+    dims, strides = tuple(reversed(tensor.shape)), tuple(s * size for s in reversed(tensor.stride()[:-1]))
+    if not tensor.is_cuda or tensor.dim() != len(box) or not 1 <= tensor.dim() <= 5 or tensor.stride(-1) != 1:
+        raise ValueError(f"tensor_map: a CUDA tensor of 1-5 dims, the last contiguous, and a box of as many "
+                         f"dims; got {tuple(tensor.shape)} strides {tensor.stride()} box {tuple(box)}")
+    if tensor.data_ptr() % 16 or any(s % 16 for s in strides) or not all(1 <= b <= 256 for b in box) or (
+            swizzle and box[0] * size > swizzle):
+        raise ValueError(f"tensor_map: address and row strides must be multiples of 16 bytes and the box fit the "
+                         f"swizzle; got strides {tensor.stride()} box {tuple(box)} swizzle {swizzle}")
+    return _encoded(tensor.data_ptr(), _TMA_DTYPES[tensor.dtype], dims, strides, tuple(box), swizzle)
+
+
+@functools.lru_cache(maxsize=256)
+def _encoded(address: int, dtype: int, dims: tuple[int, ...], strides: tuple[int, ...], box: tuple[int, ...],
+             swizzle: int) -> TensorMap:
+    rank = len(dims)
+    out = _ffi.new("CUtensorMap *")
+    rc = _driver().cuTensorMapEncodeTiled(
+        out, dtype, rank, _ffi.cast("void *", address), _ffi.new("unsigned long long[]", dims),
+        _ffi.new("unsigned long long[]", strides or [0]), _ffi.new("unsigned int[]", box),
+        _ffi.new("unsigned int[]", [1] * rank), 0, _TMA_SWIZZLES[swizzle], 2, 0)  # L2 promotion 128 B, zero fill
+    _check(f"cuTensorMapEncodeTiled(dims={dims}, strides={strides}, box={box}, swizzle={swizzle})", rc)
+    return TensorMap(bytes(_ffi.buffer(out)))
 
 
 def nvrtc_library() -> str | None:
@@ -429,11 +486,13 @@ class _Layout:
         self.converted: list[int] = []
         for i, value in enumerate(args):
             code = _STRUCT_CODES.get(type(value))
-            if code is None:
+            if isinstance(value, TensorMap):  # at the next multiple of 64 bytes, as the kernel's ABI places it
+                code = f"{-struct.calcsize('@' + ''.join(codes)) % 64}x128s"
+            elif code is None:
                 code = _numpy_code(value) or ("Q" if isinstance(value, torch.Tensor) else None)
                 if code is None:
                     raise TypeError(f"kernel argument {i} is a {type(value).__name__}; expected a CUDA tensor, None, "
-                                    "bool, int, float, I64 or a numpy scalar")
+                                    "bool, int, float, I64, a TensorMap or a numpy scalar")
             if code == "Q" or type(value) not in _STRUCT_CODES:
                 self.converted.append(i)
             codes.append(code)
@@ -452,6 +511,8 @@ def _converted(i: int, value: object) -> object:
     """The value packed for launch argument ``i`` that is a tensor (its address), None (0) or a numpy scalar."""
     if value is None:
         return 0
+    if isinstance(value, TensorMap):
+        return value.raw
     if isinstance(value, torch.Tensor):
         if not value.is_cuda:
             raise ValueError(f"kernel argument {i} is a tensor on {value.device}, not on a CUDA device")

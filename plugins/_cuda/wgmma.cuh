@@ -97,6 +97,30 @@ __device__ __forceinline__ void mbar_wait(u64* bar, int parity) {
     asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
                  : "=r"(done) : "r"(smem_addr(bar)), "r"(parity) : "memory");
 }
+// Arrive on bar and add `bytes` to the transaction count its phase waits for (the bytes of the tensor copies
+// that complete_tx on it).
+__device__ __forceinline__ void mbar_arrive_expect(u64* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes)
+               : "memory");
+}
+
+// A CUtensorMap (the driver's cuTensorMapEncodeTiled fills it on the host; a kernel takes it by value as a
+// __grid_constant__ parameter): 128 opaque bytes, 64-byte aligned.
+struct __align__(64) TensorMap {
+  u64 opaque[16];
+};
+
+// The box at coordinates (c0, c1, c2, c3) (innermost first, in elements) of the 4-d tensor `map` describes,
+// copied by the TMA unit into shared memory at dst (laid out and swizzled as the map says; 1024-byte aligned for
+// the 128-byte swizzle), completing its bytes on bar. Elements outside the tensor arrive as zeros.
+__device__ __forceinline__ void tma_load_4d(void* dst, const TensorMap* map, int c0, int c1, int c2, int c3,
+                                            u64* bar) {
+  asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, "
+               "%4, %5}], [%6];\n"
+               ::"r"(smem_addr(dst)), "l"(reinterpret_cast<u64>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3),
+               "r"(smem_addr(bar)) : "memory");
+}
+
 // A barrier of `threads` threads (a multiple of 32) on hardware barrier `id` (1-15; 0 is __syncthreads').
 __device__ __forceinline__ void named_barrier(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");

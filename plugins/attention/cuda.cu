@@ -39,6 +39,13 @@
 #ifndef WGMMA
 #define WGMMA 0
 #endif
+// WGMMA only: who loads the K and V tiles. 0: every thread, by cp.async, a block barrier a tile; 1: a warp of
+// their own (the block's last), by cp.async, stages handed over by mbarriers; 2: one thread of that warp, by the
+// TMA unit (cp.async.bulk.tensor from the tensor maps the launch passes), the same mbarriers.
+#ifndef PRODUCER
+#define PRODUCER 0
+#endif
+#define TMA (WGMMA && PRODUCER == 2)
 #include "../_cuda/flash.cuh"
 #if WGMMA
 #include "../_cuda/wgmma.cuh"
@@ -132,6 +139,11 @@ struct BlockPlace {
   const T* v;
   T* o;
   AttnMask am;
+#if TMA
+  int b, hk;  // the (batch, key/value head) coordinates of K and V in their tensor maps
+  const TensorMap* k_map;
+  const TensorMap* v_map;
+#endif
 };
 
 // o = acc / l and lse = (m + log2 l)·ln 2 for a warp's rows row0 + 16i + g + 8r of lse (rows ≥ n_q are not
@@ -233,10 +245,6 @@ static_assert(HEAD_DIM % 64 == 0 && (BLOCK_N == 32 || BLOCK_N == 64 || BLOCK_N =
               "the wgmma path takes HEAD_DIM 64 or 128 and BLOCK_N 32, 64 or 128");
 #define CB (HEAD_DIM / 64)  // 64-column blocks of a swizzled tile
 
-#ifndef PRODUCER
-#define PRODUCER 0  // K and V tiles loaded by a warp of their own, stages handed over by mbarriers
-#endif
-
 // Rows row0 .. row0+ROWS-1 of a matrix (as load_rows) into rows 0.. of the 128-byte-swizzled tile s [CB][LINES][64]
 // (LINES rows a column block), by NTHREADS threads, this one `tid`: chunk c of row r goes to column block c / 8, chunk
 // (c % 8) ^ (r % 8) of its line. A thread keeps one chunk column; its rows are NTHREADS / CPR apart.
@@ -279,10 +287,27 @@ __device__ __forceinline__ void forward_block(const BlockPlace& at, i64 q_sm, i6
   u64* empty = full + STAGES;                                             // [STAGES]
   if (threadIdx.x == 0) {
 #pragma unroll
-    for (int st = 0; st < STAGES; ++st) mbar_init(&full[st], 32), mbar_init(&empty[st], THREADS);
+    for (int st = 0; st < STAGES; ++st) mbar_init(&full[st], TMA ? 1 : 32), mbar_init(&empty[st], THREADS);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
+#if TMA
+  if (warp == WARPS) {  // the producer: its first lane issues a tile's 2·CB boxes of 64 columns × BLOCK_N keys
+    if (threadIdx.x % 32 == 0) {
+      for (int t = 0; t < n_tiles; ++t) {
+        const int slot = t % STAGES;
+        if (t >= STAGES) mbar_wait(&empty[slot], (t / STAGES - 1) & 1);
+        mbar_arrive_expect(&full[slot], 2 * BLOCK_N * HEAD_DIM * (unsigned)sizeof(T));  // whole boxes, zeros too
+#pragma unroll
+        for (int c = 0; c < CB; ++c) {
+          tma_load_4d(sk + (slot * CB + c) * BLOCK_N * 64, at.k_map, c * 64, t * BLOCK_N, at.hk, at.b, &full[slot]);
+          tma_load_4d(sv + (slot * CB + c) * BLOCK_N * 64, at.v_map, c * 64, t * BLOCK_N, at.hk, at.b, &full[slot]);
+        }
+      }
+    }
+    return;
+  }
+#else
   if (warp == WARPS) {  // the producer
     const int lane = threadIdx.x % 32;
     for (int t = 0; t < n_tiles; ++t) {
@@ -295,6 +320,7 @@ __device__ __forceinline__ void forward_block(const BlockPlace& at, i64 q_sm, i6
     cp_async_wait<0>();
     return;
   }
+#endif
   // this warpgroup's 64 q rows (rows wg·64.. of every column block)
   load_rows_sw<64, BLOCK_M, 128>(sq + wg * 64 * 64, at.q, q_sm, m0 + wg * 64, n_q, d,
                                  threadIdx.x % 128);
@@ -333,7 +359,7 @@ __device__ __forceinline__ void forward_block(const BlockPlace& at, i64 q_sm, i6
   for (int j = 0; j < n_tiles; ++j) {
 #if PRODUCER
     mbar_wait(&full[j % STAGES], j / STAGES & 1);
-    fence_proxy_async();  // the producer's landed chunks (generic proxy), acquired above, for the wgmma reads
+    if (!TMA) fence_proxy_async();  // the producer's cp.async chunks (generic proxy), for the wgmma reads
 #else
     cp_async_wait<STAGES - 2>();
     fence_proxy_async();  // this thread's landed chunks, for the wgmma reads after the barrier
@@ -396,7 +422,7 @@ __device__ __forceinline__ void forward_block(const BlockPlace& at, i64 q_sm, i6
 #endif  // WGMMA
 
 #if WGMMA
-#define KERNEL_THREADS (THREADS + 32 * PRODUCER)
+#define KERNEL_THREADS (THREADS + (PRODUCER ? 32 : 0))
 #define KERNEL_MIN_BLOCKS 1
 #else
 #define KERNEL_THREADS THREADS
@@ -412,13 +438,21 @@ extern "C" __global__ void __launch_bounds__(KERNEL_THREADS, KERNEL_MIN_BLOCKS)
                       const MASK_T* __restrict__ mask, T* __restrict__ o, float* __restrict__ lse, i64 q_sb,
                       i64 q_sh, i64 q_sm, i64 k_sb, i64 k_sh, i64 k_sn, i64 v_sb, i64 v_sh, i64 v_sn, i64 o_sb,
                       i64 o_sh, i64 o_sm, i64 mask_sb, i64 mask_sh, i64 mask_sm, i64 mask_sn, int heads,
-                      int group, int n_q, int n_k, int d, float scale_log2) {
+                      int group, int n_q, int n_k, int d, float scale_log2
+#if TMA
+                      , const __grid_constant__ TensorMap k_map, const __grid_constant__ TensorMap v_map
+#endif
+                      ) {
   const int m0 = (gridDim.x - 1 - blockIdx.x) * BLOCK_M;
   const int bh = blockIdx.y, b = bh / heads, h = bh % heads, hk = h / group;
   const int n_end = CAUSAL ? imin(n_k, imin(m0 + BLOCK_M, n_q)) : n_k;
   const BlockPlace at{m0, (n_end + BLOCK_N - 1) / BLOCK_N,
                       CAUSAL ? imin(n_k / BLOCK_N, (m0 + 1) / BLOCK_N) : n_k / BLOCK_N,
                       q + b * q_sb + h * q_sh, k + b * k_sb + hk * k_sh, v + b * v_sb + hk * v_sh,
-                      o + b * o_sb + h * o_sh, {mask + b * mask_sb + h * mask_sh, mask_sm, mask_sn}};
+                      o + b * o_sb + h * o_sh, {mask + b * mask_sb + h * mask_sh, mask_sm, mask_sn}
+#if TMA
+                      , b, hk, &k_map, &v_map
+#endif
+                      };
   forward_block(at, q_sm, k_sn, v_sn, o_sm, lse + (i64)bh * n_q, n_q, n_k, d, scale_log2);
 }

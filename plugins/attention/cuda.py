@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from kernelzoo.backends.cuda import I64, CudaImplementation, Kernel
+from kernelzoo.backends.cuda import I64, CudaImplementation, Kernel, tensor_map
 from kernelzoo.errors import UnsupportedError
 from kernelzoo.registry import Call
 
@@ -129,14 +129,15 @@ class AttentionCuda(CudaImplementation):
     # of K and V in flight; Q_REGS 1 keeps the q fragments in registers for the whole key loop, 0 reads them
     # from the q tile in shared memory at every k16 step (what lets 32 rows per warp fit at head dim 128:
     # FlashAttention-2's 4 warps × 32 rows, which halves the K and V reads from shared memory per FLOP).
-    # 432 points; for a call, those whose tile state overflows the registers (STATE_REGISTERS) or whose tiles
+    # 648 points; for a call, those whose tile state overflows the registers (STATE_REGISTERS) or whose tiles
     # overflow shared memory are rejected.
     # WGMMA 1: the warpgroup-MMA kernel (sm_90 devices only), 16 rows a warp (BLOCK_M = 16·WARPS: one to three
     # warpgroups) and q read by descriptor (Q_REGS 1 only, which it ignores); its points outside that are
     # rejected, not run twice. 12 warps (192 rows) are the warpgroup kernel's only. PRODUCER 1 (warpgroup kernel,
-    # up to 8 warps): one warp more loads K and V, handing stages over by mbarriers instead of a barrier a tile.
+    # up to 8 warps): one warp more loads K and V, handing stages over by mbarriers instead of a barrier a tile;
+    # PRODUCER 2: that warp's first thread loads them by TMA (a tile is 2·HEAD_DIM/64 copies, not 64 a lane).
     config_space = {"BLOCK_M": [64, 128, 192], "BLOCK_N": [32, 64, 128], "WARPS": [4, 8, 12], "STAGES": [2, 3],
-                    "Q_REGS": [1, 0], "WGMMA": [0, 1], "PRODUCER": [0, 1]}
+                    "Q_REGS": [1, 0], "WGMMA": [0, 1], "PRODUCER": [0, 1, 2]}
     # 4 warps of 32 rows, 64-key tiles, q in registers: the fastest at head dim 64 on the H100 (1.02× FA2 at
     # N = 4096; docs/perf/attention-cuda.md). Where it does not fit a call (its tile state at head dims past 64,
     # or with an attn_mask), a call given it runs the first fallback that fits: q from shared memory (FA2's tiles
@@ -221,9 +222,10 @@ class AttentionCuda(CudaImplementation):
             return candidate
         return dict(config)  # fits nothing: shared_memory() says why
 
-    def plan(self, call: Call, config: Mapping[str, Any]) -> tuple[Kernel, int, int, int]:
-        """(kernel, BLOCK_M, threads, shared bytes) that run ``config``, fitted, for ``call``: worked out and
-        compiled at a key's first call, then a lookup (fitting the default took 2-9 µs of host per call)."""
+    def plan(self, call: Call, config: Mapping[str, Any]) -> tuple[Kernel, int, int, int, int]:
+        """(kernel, BLOCK_M, threads, shared bytes, TMA box rows) that run ``config``, fitted, for ``call``: worked
+        out and compiled at a key's first call, then a lookup (fitting the default took 2-9 µs of host per call).
+        The box rows are BLOCK_N where the K and V tiles come by TMA (PRODUCER 2), else 0."""
         plans = self.__dict__.setdefault("_plans", {})
         key = plan_key(call, config)
         found = plans.get(key)
@@ -232,19 +234,23 @@ class AttentionCuda(CudaImplementation):
             shared = self.shared_memory(call, fitted)["attention_forward"]
             kernel = self.kernel("attention_forward", call.dtype, call_defines(call, fitted))
             threads = 32 * (fitted["WARPS"] + bool(fitted.get("PRODUCER")))
-            found = plans[key] = (kernel, fitted["BLOCK_M"], threads, shared)
+            box = fitted["BLOCK_N"] if fitted.get("PRODUCER") == 2 else 0
+            found = plans[key] = (kernel, fitted["BLOCK_M"], threads, shared, box)
         return found
 
     def run(self, call: Call, config: dict) -> tuple[torch.Tensor, torch.Tensor]:
         trivial = trivial_forward(call)
         if trivial is not None:
             return trivial
-        kernel, block_m, threads, shared = self.plan(call, config)
+        kernel, block_m, threads, shared, box = self.plan(call, config)
         q, k, v = (aligned_rows(call.inputs[name]) for name in ("q", "k", "v"))
         (batch, heads, n_q, d), (_, kv_heads, n_k, _) = q.shape, k.shape
         o, lse = like(call, q), call.empty((batch, heads, n_q), torch.float32)
         mask, mask_strides, _ = mask_args(call)
+        # PRODUCER 2: K and V as 4-d tensor maps, boxes of 64 columns × BLOCK_N keys, 128-byte swizzled as the
+        # warpgroup MMAs read them (coordinates: column, key, key/value head, batch)
+        maps = (tensor_map(k, (64, box, 1, 1)), tensor_map(v, (64, box, 1, 1))) if box else ()
         kernel(q, k, v, mask, o, lse, *strides(q), *strides(k), *strides(v), *strides(o), *mask_strides,
-               heads, heads // kv_heads, n_q, n_k, d, call.params["scale"] * LOG2E,
+               heads, heads // kv_heads, n_q, n_k, d, call.params["scale"] * LOG2E, *maps,
                grid=(-(-n_q // block_m), batch * heads), block=threads, shared_mem=shared)
         return o, lse
