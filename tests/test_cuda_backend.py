@@ -188,6 +188,13 @@ def test_a_tensor_map_is_packed_at_the_next_64_bytes():
         cuda.TensorMap(bytes(64))
 
 
+def test_tma_strides_are_bytes_innermost_first_and_any_for_a_dim_of_one():
+    assert cuda.tma_strides((4, 32, 1000, 64), (32 * 1000 * 64, 1000 * 64, 64, 1), 2) == (128, 128_000, 4_096_000)
+    # a head dim of 56 in rows of 64 (a projection's view); batch of one with torch's stride 1 for it
+    assert cuda.tma_strides((1, 8, 100, 56), (1, 6400, 64, 1), 2) == (128, 12_800, 102_400)
+    assert cuda.tma_strides((3, 1, 5, 8), (40, 7, 8, 1), 4) == (32, 160, 160)  # the 1-dim: 5 rows of 32 bytes
+
+
 def test_a_tensor_map_is_refused_what_the_tma_unit_cannot_read():
     with pytest.raises(ValueError, match="CUDA tensor"):
         cuda.tensor_map(torch.zeros(4, 64, dtype=torch.float16), (64, 4))

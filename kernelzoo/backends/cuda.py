@@ -183,21 +183,37 @@ def tensor_map(tensor: torch.Tensor, box: Sequence[int], swizzle: int = 128) -> 
     """The tiled tensor map of ``tensor`` (on a CUDA device, its last dim contiguous): boxes of ``box`` elements
     (innermost dim first, as the kernel's coordinates), stored in shared memory with the ``swizzle``-byte swizzle
     (0, 32, 64 or 128; the box's inner extent must then be that many bytes or fewer); elements past the tensor's
-    bounds arrive as zeros. The TMA unit's limits are checked here: a 16-byte aligned address, row strides in
-    multiples of 16 bytes, 1 to 5 dims, boxes of 1 to 256 a dim. Encoded once per tensor layout and box
+    bounds arrive as zeros. The TMA unit's limits are checked here: a 16-byte aligned address, strides in
+    nonzero multiples of 16 bytes (a dim of one element takes any: see tma_strides), 1 to 5 dims, boxes of 1 to
+    256 a dim. Encoded once per tensor layout and box
     (cached), no GPU work."""
     if tensor.dtype not in _TMA_DTYPES or swizzle not in _TMA_SWIZZLES:
         raise ValueError(f"tensor_map: dtype {tensor.dtype} or swizzle {swizzle} not supported")
     size = tensor.element_size()
-    dims, strides = tuple(reversed(tensor.shape)), tuple(s * size for s in reversed(tensor.stride()[:-1]))
+    dims, strides = tuple(reversed(tensor.shape)), tma_strides(tensor.shape, tensor.stride(), size)
     if not tensor.is_cuda or tensor.dim() != len(box) or not 1 <= tensor.dim() <= 5 or tensor.stride(-1) != 1:
         raise ValueError(f"tensor_map: a CUDA tensor of 1-5 dims, the last contiguous, and a box of as many "
                          f"dims; got {tuple(tensor.shape)} strides {tensor.stride()} box {tuple(box)}")
-    if tensor.data_ptr() % 16 or any(s % 16 for s in strides) or not all(1 <= b <= 256 for b in box) or (
+    if tensor.data_ptr() % 16 or any(s % 16 or not s for s in strides) or not all(1 <= b <= 256 for b in box) or (
             swizzle and box[0] * size > swizzle):
-        raise ValueError(f"tensor_map: address and row strides must be multiples of 16 bytes and the box fit the "
-                         f"swizzle; got strides {tensor.stride()} box {tuple(box)} swizzle {swizzle}")
+        raise ValueError(f"tensor_map: address and strides must be (nonzero) multiples of 16 bytes and the box fit "
+                         f"the swizzle; got strides {tensor.stride()} box {tuple(box)} swizzle {swizzle}")
     return _encoded(tensor.data_ptr(), _TMA_DTYPES[tensor.dtype], dims, strides, tuple(box), swizzle)
+
+
+def tma_strides(shape: Sequence[int], stride: Sequence[int], size: int) -> tuple[int, ...]:
+    """The byte strides of dims 1.. (innermost first, as cuTensorMapEncodeTiled takes them) of a tensor of
+    ``shape`` and element ``stride`` (outermost first, as torch gives them), ``size`` bytes an element. A dim of
+    one element is never stepped along, so any stride serves: it gets the extent of the dims inside it, rounded
+    up to 16 bytes (torch may give such a dim a stride the TMA unit refuses)."""
+    dims, out = tuple(reversed(shape)), []
+    for i, step in enumerate(reversed(stride[:-1]), start=1):
+        if dims[i] == 1:
+            inside = out[-1] * dims[i - 1] if out else size * dims[0]
+            out.append(-(-inside // 16) * 16)
+        else:
+            out.append(step * size)
+    return tuple(out)
 
 
 @functools.lru_cache(maxsize=256)

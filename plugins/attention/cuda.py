@@ -249,6 +249,9 @@ class AttentionCuda(CudaImplementation):
         mask, mask_strides, _ = mask_args(call)
         # PRODUCER 2: K and V as 4-d tensor maps, boxes of 64 columns × BLOCK_N keys, 128-byte swizzled as the
         # warpgroup MMAs read them (coordinates: column, key, key/value head, batch)
+        # (a broadcast dim, stride 0, is one the TMA unit cannot step along: such a tensor is copied first)
+        if box:
+            k, v = (t if all(s or n == 1 for s, n in zip(t.stride(), t.shape)) else t.contiguous() for t in (k, v))
         maps = (tensor_map(k, (64, box, 1, 1)), tensor_map(v, (64, box, 1, 1))) if box else ()
         kernel(q, k, v, mask, o, lse, *strides(q), *strides(k), *strides(v), *strides(o), *mask_strides,
                heads, heads // kv_heads, n_q, n_k, d, call.params["scale"] * LOG2E, *maps,
