@@ -9,11 +9,8 @@ out=${OUT:-/tmp/kz-out}
 mkdir -p "$out"
 python3 -m pytest -p no:cacheprovider -q tests/test_cuda_backend.py -k tensor_map > "$out/tma_test.log" 2>&1
 echo "tensor map tests: rc $?: $(tail -n 1 "$out/tma_test.log")"
-python3 scripts/attention_cuda_check.py --skip-timing > "$out/check.log" 2>&1
-rc=$?
-echo "attention_cuda_check: rc $rc, $(grep -c '^ok' "$out/check.log") ok, $(grep -c '^FAIL\|^ERROR' "$out/check.log") failed"
-grep -m 5 '^FAIL\|^ERROR\|Traceback' "$out/check.log"
-[ $rc = 0 ] || exit 1
+. scripts/gpu_common.sh
+attention_check || exit 1
 python3 scripts/attention_wgmma_ab.py --define PRODUCER=1,2 --configs 64/128/4/2,64/64/4/2,128/128/8/3,128/64/8/3 \
     > "$out/ab_1_2.log" 2> "$out/ab_1_2.err"
 echo "PRODUCER 1 -> 2: rc $?"; grep '^|\|MISMATCH' "$out/ab_1_2.log"
