@@ -6,7 +6,7 @@
    for the default config at head dims 64 and 128, causal and not (the backward's module holds the kernels of
    both dQ strategies, so all are listed, with the dynamic shared memory each would launch with).
 2. Forward (o, lse) and backward (dq, dk, dv) against the float64 reference on odd shapes (N = 1, 17, 97,
-   1025; Nq ≠ Nk both ways; causal and not; D 64 and 128; GQA 8:1; one key-padding mask), float16 and bfloat16,
+   1025; Nq ≠ Nk both ways; causal and not; D 64 and 128, and 56 and 120 in float16; GQA 8:1; one key-padding mask), float16 and bfloat16,
    with the default config and the first value of every config entry (so the backward's DQ "atomic" and
    "pass"; --all-configs: every config that fits). Each line gives every output's max abs error / the bound of
    the spec's rule (verify(): 2 × the error of the same math in the input precision + an absolute term).
@@ -110,8 +110,9 @@ def errors(call: Call, outs: tuple, refs: tuple) -> str:
 def check_correctness(all_configs: bool) -> int:
     failures = 0
     g = torch.Generator().manual_seed(0)
-    for d, dtype, (b, hq, hk, nq, nk, causal, masked) in itertools.product(
-            (64, 128), (torch.float16, torch.bfloat16), SHAPES):
+    cases = [*itertools.product((64, 128), (torch.float16, torch.bfloat16), SHAPES),
+             *itertools.product((56, 120), (torch.float16,), SHAPES)]  # narrower than the kernel's head dim
+    for d, dtype, (b, hq, hk, nq, nk, causal, masked) in cases:
         q, k, v = (randn((b, h, n, d), DEVICE, dtype, g) for h, n in ((hq, nq), (hk, nk), (hk, nk)))
         kwargs: dict[str, Any] = {"causal": causal}
         if masked:  # key padding: batch 0 sees its first 7 keys, batch 1 all

@@ -123,7 +123,7 @@ def test_the_split_backward_compiles_without_a_large_spill(d):
 @pytest.mark.parametrize(("d", "masked", "expected"), [
     (64, False, {"WARPS": 4, "BLOCK_M": 64, "BLOCK_N": 128}),
     (56, True, {"WARPS": 4, "BLOCK_M": 64, "BLOCK_N": 128}),     # compiled for head dim 64
-    (128, False, {"WARPS": 8, "BLOCK_N": 128, "STAGES": 3, "PRODUCER": 1}),
+    (128, False, {"WARPS": 8, "BLOCK_N": 128, "STAGES": 3, "PRODUCER": 2}),
     (128, True, {"WARPS": 8, "BLOCK_N": 64, "STAGES": 3}),       # 128-key scores overflow the masked budget
 ])
 def test_on_an_sm90_device_the_default_runs_the_warpgroup_mmas(monkeypatch, d, masked, expected):

@@ -177,13 +177,19 @@ def _cdiv(a: int, b: int) -> int:
     return (a + b - 1) // b
 
 
-def test_a_tensor_map_is_packed_at_the_next_64_bytes():
-    """A CUtensorMap kernel parameter is 64-byte aligned: the packing pads to it, as the kernel's ABI does."""
+def test_a_launch_with_a_tensor_map_packs_each_argument_at_the_kernel_s_offset():
+    """Offsets as cuFuncGetParamInfo gives them for (long long, int, map, float, map) on sm_90: a map 64-byte
+    aligned in the constant bank, whose parameters start 16 bytes past a multiple of 64 (offsets 48 and 176)."""
     first, second = cuda.TensorMap(bytes(range(128))), cuda.TensorMap(bytes(128))
-    data, layout = cuda._pack((cuda.I64(5), 3, first, 2.5, second))
-    assert layout.struct.size == len(data) == 64 + 128 + 64 + 128  # the float pads to the second map's 64 bytes
-    assert data[64:192] == bytes(range(128)) and data[192:196] == struct.pack("f", 2.5)
-    assert data[256:384] == bytes(128)
+    params = [(0, 8), (8, 4), (48, 128), (176, 4), (240, 128)]
+    data, layout = cuda._pack((cuda.I64(5), 3, first, 2.5, second), {}, lambda: params)
+    assert layout.size[0] == len(data) == 368
+    assert data[:12] == struct.pack("<qi", 5, 3) and data[48:176] == bytes(range(128))
+    assert data[176:180] == struct.pack("<f", 2.5) and data[240:368] == bytes(128)
+    with pytest.raises(TypeError, match="pass I64"):
+        cuda._pack((3, 3, first, 2.5, second), {}, lambda: params)
+    with pytest.raises(TypeError, match="takes 5 arguments, 4"):
+        cuda._pack((cuda.I64(5), 3, first, 2.5), {}, lambda: params)
     with pytest.raises(ValueError, match="128 bytes"):
         cuda.TensorMap(bytes(64))
 

@@ -138,6 +138,7 @@ CUresult cuModuleLoadData(CUmodule *module, const void *image);
 CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name);
 CUresult cuFuncGetAttribute(int *pi, int attrib, CUfunction hfunc);
 CUresult cuFuncSetAttribute(CUfunction hfunc, int attrib, int value);
+CUresult cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t *paramOffset, size_t *paramSize);
 CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
                         unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
                         unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra);
@@ -163,9 +164,11 @@ class I64(int):
 
 
 class TensorMap:
-    """A launch argument that is a CUtensorMap (128 bytes, 64-byte aligned in the parameter buffer): how a kernel
-    reads a tensor through the TMA unit (``cp.async.bulk.tensor``), taking it as a ``__grid_constant__``
-    parameter. Made by :func:`tensor_map`."""
+    """A launch argument that is a CUtensorMap (128 bytes): how a kernel reads a tensor through the TMA unit
+    (``cp.async.bulk.tensor``), taking it as a ``__grid_constant__`` parameter. Made by :func:`tensor_map`.
+    A launch that passes one packs every argument at the offset the kernel's compiled parameter list gives it
+    (cuFuncGetParamInfo): the map is 64-byte aligned in the constant bank, and the bank's parameters start past
+    a header, so its offset in the buffer is not a multiple of 64 (48 for a first parameter on sm_90)."""
 
     __slots__ = ("raw",)
 
@@ -495,24 +498,33 @@ _NUMPY_CODES = {  # numpy dtype.kind + itemsize -> struct code
 
 class _Layout:
     """How launch arguments of one tuple of types are packed: the struct, its size for the driver, and the
-    positions of the arguments that are not passed as they are (tensors, None, numpy scalars)."""
+    positions of the arguments that are not passed as they are (tensors, None, numpy scalars). ``params``, the
+    kernel's (offset, size) of each parameter, places each argument there instead of where a C struct would."""
 
-    def __init__(self, args: Sequence[object]) -> None:
+    def __init__(self, args: Sequence[object], params: Sequence[tuple[int, int]] | None = None) -> None:
         codes = []
         self.converted: list[int] = []
+        if params is not None and len(params) != len(args):
+            raise TypeError(f"the kernel takes {len(params)} arguments, {len(args)} were given")
+        end = 0
         for i, value in enumerate(args):
-            code = _STRUCT_CODES.get(type(value))
-            if isinstance(value, TensorMap):  # at the next multiple of 64 bytes, as the kernel's ABI places it
-                code = f"{-struct.calcsize('@' + ''.join(codes)) % 64}x128s"
-            elif code is None:
+            code = "128s" if isinstance(value, TensorMap) else _STRUCT_CODES.get(type(value))
+            if code is None:
                 code = _numpy_code(value) or ("Q" if isinstance(value, torch.Tensor) else None)
                 if code is None:
                     raise TypeError(f"kernel argument {i} is a {type(value).__name__}; expected a CUDA tensor, None, "
                                     "bool, int, float, I64, a TensorMap or a numpy scalar")
             if code == "Q" or type(value) not in _STRUCT_CODES:
                 self.converted.append(i)
+            if params is not None:
+                offset, size = params[i]
+                if struct.calcsize(code) != size:
+                    hint = "; pass I64 for a long long" if code == "i" and size == 8 else ""
+                    raise TypeError(f"kernel argument {i} packs as {struct.calcsize(code)} bytes, the kernel's "
+                                    f"parameter {i} is {size}{hint}")
+                code, end = f"{offset - end}x{code}", offset + size
             codes.append(code)
-        self.struct = struct.Struct("@" + "".join(codes))
+        self.struct = struct.Struct(("<" if params is not None else "@") + "".join(codes))
         self.size = _ffi.new("size_t *", self.struct.size)  # read by the driver at each launch
 
 
@@ -539,12 +551,14 @@ def _converted(i: int, value: object) -> object:
 _layouts: dict[tuple[type, ...], _Layout] = {}
 
 
-def _pack(args: tuple[object, ...]) -> tuple[bytes, _Layout]:
-    """The launch arguments as the kernel's parameter buffer, and its layout."""
+def _pack(args: tuple[object, ...], layouts: dict[tuple[type, ...], _Layout] = _layouts,
+          params: Callable[[], Sequence[tuple[int, int]]] | None = None) -> tuple[bytes, _Layout]:
+    """The launch arguments as the kernel's parameter buffer, and its layout (cached in ``layouts`` by the
+    arguments' types; built from ``params()``, the kernel's parameter offsets and sizes, where given)."""
     kinds = tuple(map(type, args))
-    layout = _layouts.get(kinds)
+    layout = layouts.get(kinds)
     if layout is None:
-        layout = _layouts[kinds] = _Layout(args)
+        layout = layouts[kinds] = _Layout(args, params() if params is not None else None)
     values = list(args)
     for i in layout.converted:
         values[i] = _converted(i, values[i])
@@ -585,6 +599,21 @@ class Kernel:
     def __init__(self, module: Module, name: str, handle: Any) -> None:
         self.module, self.name, self._handle = module, name, handle
         self._dynamic_shared_limit: int | None = None  # the function's opt-in, read when first needed
+        self._layouts: dict[tuple[type, ...], _Layout] = {}  # for launches that pass a TensorMap
+
+    def params(self) -> list[tuple[int, int]]:
+        """The (offset, size) in bytes of each of the kernel's parameters in its parameter buffer, from the
+        compiled kernel (cuFuncGetParamInfo, CUDA 12.4 drivers on)."""
+        try:
+            info = _driver().cuFuncGetParamInfo
+        except AttributeError:
+            raise CudaError(f"{self.name}: this CUDA driver has no cuFuncGetParamInfo (12.4 on), which a launch "
+                            "that passes a tensor map needs") from None
+        out, offset, size = [], _ffi.new("size_t *"), _ffi.new("size_t *")
+        with _context(self.module.device):
+            while info(self._handle, len(out), offset, size) == 0:
+                out.append((offset[0], size[0]))
+        return out
 
     def _attribute(self, attribute: int) -> int:
         value = _ffi.new("int *")
@@ -603,7 +632,10 @@ class Kernel:
         grid_dims, block_dims = _dims(grid, "grid"), _dims(block, "block")
         if 0 in grid_dims:
             return  # nothing to do, and CUDA calls an empty grid an error
-        data, layout = _pack(args)  # kept alive until cuLaunchKernel has copied it
+        if any(type(a) is TensorMap for a in args):  # placed where the kernel's parameter list says
+            data, layout = _pack(args, self._layouts, self.params)
+        else:
+            data, layout = _pack(args)  # kept alive until cuLaunchKernel has copied it
         device = self.module.device
         c_stream = _ffi.cast("CUstream", _stream_handle(stream, device))
         if shared_mem > 0:

@@ -150,15 +150,16 @@ class AttentionCuda(CudaImplementation):
     tuning_seeds = ({"WARPS": 4, "BLOCK_N": 32, "Q_REGS": 0}, {"WARPS": 8},
                     {"WGMMA": 1, "WARPS": 12, "BLOCK_M": 192, "BLOCK_N": 128},
                     {"WGMMA": 1, "WARPS": 8, "BLOCK_N": 128, "STAGES": 3},
-                    {"WGMMA": 1, "WARPS": 8, "BLOCK_N": 128, "STAGES": 3, "PRODUCER": 1},
-                    {"WGMMA": 1, "WARPS": 4, "BLOCK_M": 64, "BLOCK_N": 128})
+                    {"WGMMA": 1, "WARPS": 8, "BLOCK_N": 128, "STAGES": 3, "PRODUCER": 2},
+                    {"WGMMA": 1, "WARPS": 4, "BLOCK_M": 64, "BLOCK_N": 128},
+                    {"WGMMA": 1, "WARPS": 4, "BLOCK_M": 64, "BLOCK_N": 64, "PRODUCER": 2})
     # On an sm_90 device a call given the default runs the warpgroup MMAs where they fit, before the default and
     # its fallbacks: per kernel head dim, the fastest in the runs of 2026-11-27 (H100, B=4 H=32 N=4096: at 64
-    # one warpgroup with 128-key tiles, 1.47-1.51× FA2; at 128 two warpgroups and a producer warp with 128-key
-    # tiles, 1.47-1.49×, then three warpgroups, 1.39-1.50×, then two), then 64-key tiles (what fits
-    # with an attn_mask at 128).
+    # one warpgroup with 128-key tiles, 1.47-1.51× FA2; at 128 two warpgroups and a producer warp's TMA copies
+    # with 128-key tiles, 1.58-1.60×, then three warpgroups, 1.39-1.50×, then two), then 64-key tiles (what
+    # fits with an attn_mask at 128).
     hopper_defaults = {64: ({"WGMMA": 1, "WARPS": 4, "BLOCK_M": 64, "BLOCK_N": 128},),
-                       128: ({"WGMMA": 1, "WARPS": 8, "BLOCK_N": 128, "STAGES": 3, "PRODUCER": 1},
+                       128: ({"WGMMA": 1, "WARPS": 8, "BLOCK_N": 128, "STAGES": 3, "PRODUCER": 2},
                              {"WGMMA": 1, "WARPS": 12, "BLOCK_M": 192, "BLOCK_N": 128},
                              {"WGMMA": 1, "WARPS": 8, "BLOCK_N": 128, "STAGES": 3},
                              {"WGMMA": 1, "WARPS": 8, "BLOCK_N": 64, "STAGES": 3})}
