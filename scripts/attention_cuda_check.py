@@ -6,10 +6,11 @@
    for the default config at head dims 64 and 128, causal and not (the backward's module holds the kernels of
    both dQ strategies, so all are listed, with the dynamic shared memory each would launch with).
 2. Forward (o, lse) and backward (dq, dk, dv) against the float64 reference on odd shapes (N = 1, 17, 97,
-   1025; Nq ≠ Nk both ways; causal and not; D 64 and 128, and 56 and 120 in float16; GQA 8:1; one key-padding mask), float16 and bfloat16,
-   with the default config and the first value of every config entry (so the backward's DQ "atomic" and
-   "pass"; --all-configs: every config that fits). Each line gives every output's max abs error / the bound of
-   the spec's rule (verify(): 2 × the error of the same math in the input precision + an absolute term).
+   1025; Nq ≠ Nk both ways; causal and not; D 64 and 128 in float16 and bfloat16, 56 and 120 in float16; GQA
+   8:1; one key-padding mask), with the default config and the first value of every config entry (so the
+   backward's DQ "atomic" and "pass"; --all-configs: every config that fits). Each line gives every output's
+   max abs error / the bound of the spec's rule (verify(): 2 × the error of the same math in the input
+   precision + an absolute term).
 3. Times (median of CUDA events, L2 flushed: kernelzoo.timing) at B=4 H=32 N=4096, D 64 / 128, causal and
    not, float16, against torch's SDPA FLASH_ATTENTION backend (FlashAttention-2, through the torch plugins,
    which call its aten ops); TFLOP/s count forward 4·B·H·N²·D (halved when causal), backward 2.5× that.
