@@ -4,7 +4,8 @@
                                          [--budget-ms 60]
 
 For B=4 H=32 N=4096 float16, D 64 and 128, causal and not: every listed WGMMA config (BLOCK_M/BLOCK_N/WARPS/
-STAGES, in or outside the config space; those that do not fit a shape are skipped), with --define NAME at 0 and at
+STAGES, then any +NAME=VALUE of other entries or defines: 128/128/8/3+PRODUCER=3+OVERLAP=1, say; in or outside
+the config space; those that do not fit a shape are skipped), with --define NAME at 0 and at
 1, or at A and B (an upper-case config entry becomes a -D define: PRODUCER=1,2, say), each checked against FA2's
 output first, then timed (GPU time, L2 flushed, host hidden) in interleaved rounds, each round in its own shuffled
 order; the table gives the median TFLOP/s of the rounds (and the ratio of B over A), with FA2 and cuDNN timed in
@@ -34,7 +35,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--define", help="a define of plugins/attention/cuda.cu to try at 0 and 1 (NAME), or at "
                                          "two values (NAME=A,B)")
-    parser.add_argument("--configs", default=CONFIGS, help="BLOCK_M/BLOCK_N/WARPS/STAGES, comma-separated")
+    parser.add_argument("--configs", default=CONFIGS,
+                        help="BLOCK_M/BLOCK_N/WARPS/STAGES[+NAME=VALUE...], comma-separated")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--budget-ms", type=float, default=60.0)
     args = parser.parse_args()
@@ -61,8 +63,10 @@ def main() -> int:
         runs = {"flash": partial(sdpa, SDPBackend.FLASH_ATTENTION, q, k, v, causal),
                 "cudnn": partial(sdpa, SDPBackend.CUDNN_ATTENTION, q, k, v, causal)}
         for name, value in itertools.product(configs, values):
-            bm, bn, w, st = map(int, name.split("/"))
-            config = IMPL.config({"WGMMA": 1, "BLOCK_M": bm, "BLOCK_N": bn, "WARPS": w, "STAGES": st})
+            shape, *extras = name.split("+")
+            bm, bn, w, st = map(int, shape.split("/"))
+            config = IMPL.config({"WGMMA": 1, "BLOCK_M": bm, "BLOCK_N": bn, "WARPS": w, "STAGES": st,
+                                  **{k: int(v) for k, _, v in (e.partition("=") for e in extras)}})
             if define:
                 config[define] = value
             try:

@@ -39,6 +39,11 @@ __device__ __forceinline__ void fence_operands(float (&d)[N]) {
 #pragma unroll
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
+template <int A, int B, int C>
+__device__ __forceinline__ void fence_operands(unsigned (&a)[A][B][C]) {
+#pragma unroll
+  for (int i = 0; i < A * B * C; ++i) asm volatile("" : "+r"(a[i / (B * C)][i / C % B][i % C])::"memory");
+}
 
 // The accumulators as asm operands (8 at a time) and as the register list of the instruction.
 #define KZ_ACC8(d, i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
@@ -121,7 +126,19 @@ __device__ __forceinline__ void tma_load_4d(void* dst, const TensorMap* map, int
                "r"(smem_addr(bar)) : "memory");
 }
 
+// The registers of this thread's warpgroup (every thread of it executes the same) lowered or raised to N (24-256,
+// a multiple of 8); raising waits until the register file has them. The kernel's register count at entry must be
+// known to ptxas (__launch_bounds__ with a minimum of blocks), else it ignores these (C7508).
+template <int N>
+__device__ __forceinline__ void setmaxnreg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N)); }
+template <int N>
+__device__ __forceinline__ void setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N)); }
+
 // A barrier of `threads` threads (a multiple of 32) on hardware barrier `id` (1-15; 0 is __syncthreads').
 __device__ __forceinline__ void named_barrier(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+// Arrive on it without waiting: the barrier completes when `threads` threads have arrived or synced.
+__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }

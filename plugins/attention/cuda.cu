@@ -41,11 +41,26 @@
 #endif
 // WGMMA only: who loads the K and V tiles. 0: every thread, by cp.async, a block barrier a tile; 1: a warp of
 // their own (the block's last), by cp.async, stages handed over by mbarriers; 2: one thread of that warp, by the
-// TMA unit (cp.async.bulk.tensor from the tensor maps the launch passes), the same mbarriers.
+// TMA unit (cp.async.bulk.tensor from the tensor maps the launch passes), the same mbarriers; 3: as 2 from a
+// warpgroup of its own, which hands most of its registers to the consumers (setmaxnreg: 24 a thread for the
+// producer, 240 for two consumer warpgroups, where 384 threads start with 168).
 #ifndef PRODUCER
 #define PRODUCER 0
 #endif
-#define TMA (WGMMA && PRODUCER == 2)
+#define TMA (WGMMA && PRODUCER >= 2)
+#define PRODUCER_WARPS (PRODUCER == 3 ? 4 : PRODUCER ? 1 : 0)
+#define MOVE_REGISTERS (PRODUCER == 3 && WARPS == 8)
+// WGMMA with a PRODUCER only. OVERLAP 1: FlashAttention-3's order inside a warpgroup: tile j's S = Q·Kᵀ and
+// tile j−1's O += P·V are issued together, and tile j's softmax runs while that P·V does (P of tile j−1 stays in
+// registers; a stage is handed back after its P·V, one tile later). PINGPONG 1 (with OVERLAP, two warpgroups):
+// the warpgroups take turns to issue their products (two named barriers), so that one's softmax runs while the
+// other's products do.
+#ifndef OVERLAP
+#define OVERLAP 0
+#endif
+#ifndef PINGPONG
+#define PINGPONG 0
+#endif
 #include "../_cuda/flash.cuh"
 #if WGMMA
 #include "../_cuda/wgmma.cuh"
@@ -85,11 +100,11 @@ static_assert(BLOCK_N % 16 == 0 && STAGES >= 2, "BLOCK_N must be a multiple of 1
 #define RESCALE_SLACK 8.0f
 
 // One key tile's scores s (masked; log2 units, or unscaled with SCALE_IN_EXP: c = scale·log2 e) into the
-// running row max m (log2 units), partial sums l and the output accumulator acc; s becomes P. Rows (i, r) are
-// a thread's rows 16i + g + 8r.
-__device__ __forceinline__ void online_softmax(float (&s)[MT][NT][4], float (&m)[MT][2], float (&l)[MT][2],
-                                               float (&acc)[MT][ND][4], float c) {
-  float alpha[MT][2];
+// running row max m (log2 units) and partial sums l; s becomes P, and alpha the factor the output accumulators
+// must take before this tile's P·V. Rows (i, r) are a thread's rows 16i + g + 8r. Returns whether some row of
+// the warp moved (else every alpha is 1).
+__device__ __forceinline__ bool softmax_tile(float (&s)[MT][NT][4], float (&m)[MT][2], float (&l)[MT][2],
+                                             float (&alpha)[MT][2], float c) {
   bool moved = false;
 #pragma unroll
   for (int i = 0; i < MT; ++i)
@@ -117,14 +132,23 @@ __device__ __forceinline__ void online_softmax(float (&s)[MT][NT][4], float (&m)
         }
       l[i][r] = l[i][r] * alpha[i][r] + sum;
     }
-  if (__any_sync(0xffffffffu, moved)) {
+  return __any_sync(0xffffffffu, moved);
+}
+
+__device__ __forceinline__ void rescale(float (&acc)[MT][ND][4], const float (&alpha)[MT][2]) {
 #pragma unroll
-    for (int i = 0; i < MT; ++i)
+  for (int i = 0; i < MT; ++i)
 #pragma unroll
-      for (int jd = 0; jd < ND; ++jd)
+    for (int jd = 0; jd < ND; ++jd)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) acc[i][jd][e] *= alpha[i][e / 2];
-  }
+      for (int e = 0; e < 4; ++e) acc[i][jd][e] *= alpha[i][e / 2];
+}
+
+// softmax_tile, then the accumulators rescaled where a row of the warp moved.
+__device__ __forceinline__ void online_softmax(float (&s)[MT][NT][4], float (&m)[MT][2], float (&l)[MT][2],
+                                               float (&acc)[MT][ND][4], float c) {
+  float alpha[MT][2];
+  if (softmax_tile(s, m, l, alpha, c)) rescale(acc, alpha);
 }
 
 // The block's place in the problem: query rows m0 .. m0 + BLOCK_M - 1 (the last blocks launch first, so the
@@ -292,8 +316,11 @@ __device__ __forceinline__ void forward_block(const BlockPlace& at, i64 q_sm, i6
   }
   __syncthreads();
 #if TMA
-  if (warp == WARPS) {  // the producer: its first lane issues a tile's 2·CB boxes of 64 columns × BLOCK_N keys
-    if (threadIdx.x % 32 == 0) {
+  if (warp >= WARPS) {  // the producer: its first lane issues a tile's 2·CB boxes of 64 columns × BLOCK_N keys
+#if MOVE_REGISTERS
+    setmaxnreg_dec<24>();
+#endif
+    if (warp == WARPS && threadIdx.x % 32 == 0) {
       for (int t = 0; t < n_tiles; ++t) {
         const int slot = t % STAGES;
         if (t >= STAGES) mbar_wait(&empty[slot], (t / STAGES - 1) & 1);
@@ -320,6 +347,9 @@ __device__ __forceinline__ void forward_block(const BlockPlace& at, i64 q_sm, i6
     cp_async_wait<0>();
     return;
   }
+#endif
+#if MOVE_REGISTERS
+  setmaxnreg_inc<240>();
 #endif
   // this warpgroup's 64 q rows (rows wg·64.. of every column block)
   load_rows_sw<64, BLOCK_M, 128>(sq + wg * 64 * 64, at.q, q_sm, m0 + wg * 64, n_q, d,
@@ -356,6 +386,93 @@ __device__ __forceinline__ void forward_block(const BlockPlace& at, i64 q_sm, i6
   float (&acc_flat)[ND * 4] = reinterpret_cast<float (&)[ND * 4]>(acc);
 
   const float pre = SCALE_IN_EXP ? 1.0f : scale_log2;
+#if OVERLAP
+  static_assert(PRODUCER, "OVERLAP hands stages back by the producer's mbarriers");
+  // Tile 0's S and softmax, then iteration j issues tile j's S and tile j−1's P·V and runs tile j's softmax,
+  // then tile n−1's P·V: every wgmma group of the loop is committed unconditionally, so that ptxas sees that
+  // wait<1> leaves only the P·V in flight (it serializes the products where it cannot). p holds P of the tile
+  // before, alpha the factor acc takes before its P·V.
+  unsigned p[1][BLOCK_N / 16][4];
+  float alpha[1][2];
+  bool moved = false;
+  float s[1][NT][4];
+  float (&s_flat)[NT * 4] = reinterpret_cast<float (&)[NT * 4]>(s);
+  auto wait_tile = [&](int j) {
+    mbar_wait(&full[j % STAGES], j / STAGES & 1);
+    if (!TMA) fence_proxy_async();  // the producer's cp.async chunks (generic proxy), for the wgmma reads
+  };
+  auto scores = [&](int j) {  // issue S = Q·Kᵀ of tile j
+    const int stage = j % STAGES * STAGE_UNITS;
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < KD; ++kk) {
+      const int step = kk % 4 * 2;  // 32 bytes a k16 step along the line
+      wgmma_ss(s_flat, q_desc + kk / 4 * Q_BLOCK_UNITS + step, k_desc + stage + kk / 4 * K_BLOCK_UNITS + step,
+               kk > 0, T{});
+    }
+    wgmma_commit();
+  };
+  auto values = [&](int j) {  // issue O += P·V of tile j, acc rescaled first
+    if (moved) rescale(acc, alpha);
+    const int stage = j % STAGES * STAGE_UNITS;
+    wgmma_fence();
+#pragma unroll
+    for (int c = 0; c < BLOCK_N / 16; ++c)  // keys 16c .. 16c+15: lines 16c.. of every column block
+      wgmma_rs(acc_flat, p[0][c], v_desc + stage + c * 16 * 128 / 16, T{});
+    wgmma_commit();
+  };
+  auto softmax = [&](int j) {  // tile j's S (landed) into P in p
+    fence_operands(s_flat);
+    if (j < at.n_full) {
+      mask_scores<false, false, 1, BLOCK_N>(s, m0 + wrow, j * BLOCK_N, n_q, n_k, pre, at.am);
+    } else {
+      mask_scores<true, false, 1, BLOCK_N>(s, m0 + wrow, j * BLOCK_N, n_q, n_k, pre, at.am);
+    }
+    moved = softmax_tile(s, m, l, alpha, scale_log2);
+  };
+#if PINGPONG
+  static_assert(WARPS == 8, "PINGPONG takes turns between two warpgroups");
+  // Warpgroup w issues once barrier 4 + w completes: the other warpgroup arrives on it after its own turn.
+  // Warpgroup 0 goes first: warpgroup 1 arrives once before its first turn and not after its last.
+  auto turn = [&] { named_barrier(4 + wg, 256); };
+  auto hand_over = [&](bool last) {
+    if (wg == 0 || !last) named_barrier_arrive(5 - wg, 256);
+  };
+  if (wg == 1 && n_tiles > 0) named_barrier_arrive(4, 256);
+#else
+  auto turn = [] {};
+  auto hand_over = [](bool) {};
+#endif
+  if (n_tiles > 0) {
+    wait_tile(0);
+    turn();
+    scores(0);
+    hand_over(false);
+    wgmma_wait<0>();
+    softmax(0);
+    pack_p<1, BLOCK_N>(p, s);
+    for (int j = 1; j < n_tiles; ++j) {
+      wait_tile(j);
+      turn();
+      scores(j);
+      values(j - 1);
+      hand_over(false);
+      wgmma_wait<1>();
+      softmax(j);
+      wgmma_wait<0>();
+      fence_operands(acc_flat);
+      fence_operands(p);  // read by the P·V until the wait
+      mbar_arrive(&empty[(j - 1) % STAGES]);
+      pack_p<1, BLOCK_N>(p, s);
+    }
+    turn();
+    values(n_tiles - 1);
+    hand_over(true);
+    wgmma_wait<0>();
+    fence_operands(acc_flat);
+    mbar_arrive(&empty[(n_tiles - 1) % STAGES]);
+  }
+#else
   for (int j = 0; j < n_tiles; ++j) {
 #if PRODUCER
     mbar_wait(&full[j % STAGES], j / STAGES & 1);
@@ -408,6 +525,7 @@ __device__ __forceinline__ void forward_block(const BlockPlace& at, i64 q_sm, i6
     mbar_arrive(&empty[j % STAGES]);
 #endif
   }
+#endif  // OVERLAP
   cp_async_wait<0>();
   finish_rows(acc, m, l, lse, m0 + wrow, n_q);
   // Every warpgroup's reads of q and the K/V ring are done past this barrier: o is staged from sq on, in rows
@@ -422,7 +540,7 @@ __device__ __forceinline__ void forward_block(const BlockPlace& at, i64 q_sm, i6
 #endif  // WGMMA
 
 #if WGMMA
-#define KERNEL_THREADS (THREADS + (PRODUCER ? 32 : 0))
+#define KERNEL_THREADS (THREADS + 32 * PRODUCER_WARPS)
 #define KERNEL_MIN_BLOCKS 1
 #else
 #define KERNEL_THREADS THREADS

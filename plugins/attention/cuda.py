@@ -135,7 +135,8 @@ class AttentionCuda(CudaImplementation):
     # warpgroups) and q read by descriptor (Q_REGS 1 only, which it ignores); its points outside that are
     # rejected, not run twice. 12 warps (192 rows) are the warpgroup kernel's only. PRODUCER 1 (warpgroup kernel,
     # up to 8 warps): one warp more loads K and V, handing stages over by mbarriers instead of a barrier a tile;
-    # PRODUCER 2: that warp's first thread loads them by TMA (a tile is 2·HEAD_DIM/64 copies, not 64 a lane).
+    # PRODUCER 2: that warp's first thread loads them by TMA (a tile is 2·HEAD_DIM/64 copies, not 64 a lane);
+    # PRODUCER 3: as 2, from a warpgroup of its own whose registers go to the consumers (setmaxnreg).
     config_space = {"BLOCK_M": [64, 128, 192], "BLOCK_N": [32, 64, 128], "WARPS": [4, 8, 12], "STAGES": [2, 3],
                     "Q_REGS": [1, 0], "WGMMA": [0, 1], "PRODUCER": [0, 1, 2]}
     # 4 warps of 32 rows, 64-key tiles, q in registers: the fastest at head dim 64 on the H100 (1.02× FA2 at
@@ -182,7 +183,8 @@ class AttentionCuda(CudaImplementation):
             raise UnsupportedError(f"{self.key}: WGMMA runs 64 rows a warpgroup (BLOCK_M = 16·WARPS) with Q_REGS 1 "
                                    f"(q is read by descriptor), not {config}")
         shared = 1024 + 2 * hd * (bm + 2 * config["STAGES"] * bn)
-        if config.get("PRODUCER"):  # one warp more: 13 warps would leave a thread fewer registers than the 158 needed
+        if config.get("PRODUCER"):  # a warp or warpgroup more: 13 warps would leave a thread fewer registers than
+            # the 158 needed
             if config["WARPS"] > 8:
                 raise UnsupportedError(f"{self.key}: PRODUCER takes up to two warpgroups, not {config}")
             shared += 16 * config["STAGES"]  # a full and an empty mbarrier a stage
@@ -226,7 +228,7 @@ class AttentionCuda(CudaImplementation):
     def plan(self, call: Call, config: Mapping[str, Any]) -> tuple[Kernel, int, int, int, int]:
         """(kernel, BLOCK_M, threads, shared bytes, TMA box rows) that run ``config``, fitted, for ``call``: worked
         out and compiled at a key's first call, then a lookup (fitting the default took 2-9 µs of host per call).
-        The box rows are BLOCK_N where the K and V tiles come by TMA (PRODUCER 2), else 0."""
+        The box rows are BLOCK_N where the K and V tiles come by TMA (PRODUCER 2 and 3), else 0."""
         plans = self.__dict__.setdefault("_plans", {})
         key = plan_key(call, config)
         found = plans.get(key)
@@ -234,8 +236,9 @@ class AttentionCuda(CudaImplementation):
             fitted = self.fitted(call, config)
             shared = self.shared_memory(call, fitted)["attention_forward"]
             kernel = self.kernel("attention_forward", call.dtype, call_defines(call, fitted))
-            threads = 32 * (fitted["WARPS"] + bool(fitted.get("PRODUCER")))
-            box = fitted["BLOCK_N"] if fitted.get("PRODUCER") == 2 else 0
+            producer = fitted.get("PRODUCER", 0)
+            threads = 32 * (fitted["WARPS"] + (4 if producer == 3 else producer > 0))
+            box = fitted["BLOCK_N"] if producer >= 2 else 0
             found = plans[key] = (kernel, fitted["BLOCK_M"], threads, shared, box)
         return found
 
@@ -248,7 +251,7 @@ class AttentionCuda(CudaImplementation):
         (batch, heads, n_q, d), (_, kv_heads, n_k, _) = q.shape, k.shape
         o, lse = like(call, q), call.empty((batch, heads, n_q), torch.float32)
         mask, mask_strides, _ = mask_args(call)
-        # PRODUCER 2: K and V as 4-d tensor maps, boxes of 64 columns × BLOCK_N keys, 128-byte swizzled as the
+        # PRODUCER 2 and 3: K and V as 4-d tensor maps, boxes of 64 columns × BLOCK_N keys, 128-byte swizzled as the
         # warpgroup MMAs read them (coordinates: column, key, key/value head, batch)
         # (a broadcast dim, stride 0, is one the TMA unit cannot step along: such a tensor is copied first)
         if box:
