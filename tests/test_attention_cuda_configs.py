@@ -121,11 +121,11 @@ def test_the_split_backward_compiles_without_a_large_spill(d):
 # --- the warpgroup-MMA forward (WGMMA 1, sm_90a) ------------------------------------------------------------------
 
 @pytest.mark.parametrize(("d", "masked", "expected"), [
-    (64, False, {"WARPS": 4, "BLOCK_M": 64, "BLOCK_N": 128}),
-    (56, True, {"WARPS": 4, "BLOCK_M": 64, "BLOCK_N": 128}),     # compiled for head dim 64
-    (128, False, {"WARPS": 8, "BLOCK_N": 128, "STAGES": 3, "PRODUCER": 2}),
-    (128, True, {"WARPS": 8, "BLOCK_N": 64, "STAGES": 3}),       # 128-key scores overflow the masked budget
-])
+    (64, False, {"WARPS": 4, "BLOCK_M": 64, "BLOCK_N": 128, "STAGES": 3, "PRODUCER": 2, "OVERLAP": 1}),
+    (56, True, {"WARPS": 4, "BLOCK_M": 64, "BLOCK_N": 128, "STAGES": 3, "PRODUCER": 2, "OVERLAP": 1}),  # head dim 64
+    (128, False, {"WARPS": 8, "BLOCK_N": 128, "STAGES": 3, "PRODUCER": 3, "OVERLAP": 1}),
+    (128, True, {"WARPS": 8, "BLOCK_N": 64, "STAGES": 3, "PRODUCER": 2, "OVERLAP": 1}),  # 128-key scores overflow
+])                                                                                        # the masked budget
 def test_on_an_sm90_device_the_default_runs_the_warpgroup_mmas(monkeypatch, d, masked, expected):
     monkeypatch.setattr(attention_cuda, "sm90", lambda device: True)
     config = IMPL.fitted(forward_call(d, masked), IMPL.config())
@@ -145,6 +145,8 @@ def test_elsewhere_the_default_is_the_mma_sync_kernel(monkeypatch, d):
     ({"WARPS": 8, "Q_REGS": 0}, "Q_REGS 1"),          # the same kernel as Q_REGS 1: not a second point
     ({"WGMMA": 0, "WARPS": 12, "BLOCK_M": 192}, "4 or 8 warps"),  # 12 warps are the warpgroup kernel's only
     ({"WGMMA": 0, "WARPS": 4, "PRODUCER": 1}, "warpgroup kernel's"),  # so is the producer warp
+    ({"WGMMA": 0, "WARPS": 4, "OVERLAP": 1}, "warpgroup kernel's"),   # and FlashAttention-3's order,
+    ({"WARPS": 4, "BLOCK_M": 64, "OVERLAP": 1}, "PRODUCER's mbarriers"),  # which hands stages back by mbarriers
 ])
 def test_the_wgmma_configs_outside_its_shape_are_rejected(overrides, why):
     with pytest.raises(UnsupportedError, match=re.escape(why)):
@@ -191,12 +193,14 @@ def test_the_producer_warp_takes_up_to_two_warpgroups_and_a_pair_of_mbarriers_a_
 
 
 @pytest.mark.skipif(not cuda.compile_available()[0], reason="NVRTC not available")
-@pytest.mark.parametrize("producer", [1, 2])
-@pytest.mark.parametrize("d", [64, 128])
-def test_the_producer_warp_kernel_compiles_for_sm90a(d, producer):
-    """NVRTC 13.0 and 13.5: 139-168 registers and no spill, the wgmma chains asynchronous (cp.async or TMA)."""
+@pytest.mark.parametrize(("d", "producer", "overlap"), [
+    (64, 1, 0), (128, 1, 0), (64, 2, 0), (128, 2, 0), (64, 2, 1), (64, 3, 1), (128, 3, 1)])
+def test_the_producer_warp_kernel_compiles_for_sm90a(d, producer, overlap):
+    """NVRTC 13.0 and 13.5: 139-168 registers and no spill, the wgmma chains asynchronous (cp.async or TMA; in
+    FlashAttention-3's order too, where ptxas serializes them unless every group of the loop is committed
+    unconditionally)."""
     call = forward_call(d, False)
-    config = IMPL.config({"WGMMA": 1, "WARPS": 8, "BLOCK_N": 128, "PRODUCER": producer})
+    config = IMPL.config({"WGMMA": 1, "WARPS": 8, "BLOCK_N": 128, "PRODUCER": producer, "OVERLAP": overlap})
     IMPL.shared_memory(call, config)
     defines = {k: v for k, v in attention_cuda.call_defines(call, config).items() if k.isupper()}
     cuda.compile_cubin(IMPL.read_source("cuda.cu"), defines={"T": "kz_half", **defines},
@@ -204,3 +208,12 @@ def test_the_producer_warp_kernel_compiles_for_sm90a(d, producer):
     log = cuda.last_log()
     assert "serialized" not in log
     assert re.findall(r"(\d+) bytes spill stores", log) == ["0"]
+
+
+def test_flashattention3_s_order_at_head_dim_128_takes_the_producer_warpgroup_s_registers():
+    config = IMPL.config({"WGMMA": 1, "WARPS": 8, "BLOCK_N": 128, "STAGES": 3, "OVERLAP": 1})
+    with pytest.raises(UnsupportedError, match="PRODUCER 3 moves"):
+        IMPL.shared_memory(forward_call(128, False), {**config, "PRODUCER": 2})
+    assert IMPL.shared_memory(forward_call(128, False), {**config, "PRODUCER": 3})["attention_forward"] > 0
+    assert IMPL.shared_memory(forward_call(64, False), {**config, "PRODUCER": 2})["attention_forward"] > 0  # 156
+    # registers at head dim 64

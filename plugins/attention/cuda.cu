@@ -52,14 +52,9 @@
 #define MOVE_REGISTERS (PRODUCER == 3 && WARPS == 8)
 // WGMMA with a PRODUCER only. OVERLAP 1: FlashAttention-3's order inside a warpgroup: tile j's S = Q·Kᵀ and
 // tile j−1's O += P·V are issued together, and tile j's softmax runs while that P·V does (P of tile j−1 stays in
-// registers; a stage is handed back after its P·V, one tile later). PINGPONG 1 (with OVERLAP, two warpgroups):
-// the warpgroups take turns to issue their products (two named barriers), so that one's softmax runs while the
-// other's products do.
+// registers; a stage is handed back after its P·V, one tile later).
 #ifndef OVERLAP
 #define OVERLAP 0
-#endif
-#ifndef PINGPONG
-#define PINGPONG 0
 #endif
 #include "../_cuda/flash.cuh"
 #if WGMMA
@@ -430,34 +425,17 @@ __device__ __forceinline__ void forward_block(const BlockPlace& at, i64 q_sm, i6
     }
     moved = softmax_tile(s, m, l, alpha, scale_log2);
   };
-#if PINGPONG
-  static_assert(WARPS == 8, "PINGPONG takes turns between two warpgroups");
-  // Warpgroup w issues once barrier 4 + w completes: the other warpgroup arrives on it after its own turn.
-  // Warpgroup 0 goes first: warpgroup 1 arrives once before its first turn and not after its last.
-  auto turn = [&] { named_barrier(4 + wg, 256); };
-  auto hand_over = [&](bool last) {
-    if (wg == 0 || !last) named_barrier_arrive(5 - wg, 256);
-  };
-  if (wg == 1 && n_tiles > 0) named_barrier_arrive(4, 256);
-#else
-  auto turn = [] {};
-  auto hand_over = [](bool) {};
-#endif
   if (n_tiles > 0) {
     wait_tile(0);
-    turn();
     scores(0);
-    hand_over(false);
     wgmma_wait<0>();
     softmax(0);
     pack_p<1, BLOCK_N>(p, s);
     for (int j = 1; j < n_tiles; ++j) {
       wait_tile(j);
-      turn();
-      scores(j);
+        scores(j);
       values(j - 1);
-      hand_over(false);
-      wgmma_wait<1>();
+        wgmma_wait<1>();
       softmax(j);
       wgmma_wait<0>();
       fence_operands(acc_flat);
@@ -465,9 +443,7 @@ __device__ __forceinline__ void forward_block(const BlockPlace& at, i64 q_sm, i6
       mbar_arrive(&empty[(j - 1) % STAGES]);
       pack_p<1, BLOCK_N>(p, s);
     }
-    turn();
     values(n_tiles - 1);
-    hand_over(true);
     wgmma_wait<0>();
     fence_operands(acc_flat);
     mbar_arrive(&empty[(n_tiles - 1) % STAGES]);

@@ -129,40 +129,47 @@ class AttentionCuda(CudaImplementation):
     # of K and V in flight; Q_REGS 1 keeps the q fragments in registers for the whole key loop, 0 reads them
     # from the q tile in shared memory at every k16 step (what lets 32 rows per warp fit at head dim 128:
     # FlashAttention-2's 4 warps × 32 rows, which halves the K and V reads from shared memory per FLOP).
-    # 648 points; for a call, those whose tile state overflows the registers (STATE_REGISTERS) or whose tiles
+    # 1728 points; for a call, those whose tile state overflows the registers (STATE_REGISTERS) or whose tiles
     # overflow shared memory are rejected.
     # WGMMA 1: the warpgroup-MMA kernel (sm_90 devices only), 16 rows a warp (BLOCK_M = 16·WARPS: one to three
     # warpgroups) and q read by descriptor (Q_REGS 1 only, which it ignores); its points outside that are
     # rejected, not run twice. 12 warps (192 rows) are the warpgroup kernel's only. PRODUCER 1 (warpgroup kernel,
     # up to 8 warps): one warp more loads K and V, handing stages over by mbarriers instead of a barrier a tile;
     # PRODUCER 2: that warp's first thread loads them by TMA (a tile is 2·HEAD_DIM/64 copies, not 64 a lane);
-    # PRODUCER 3: as 2, from a warpgroup of its own whose registers go to the consumers (setmaxnreg).
+    # PRODUCER 3: as 2, from a warpgroup of its own whose registers go to the consumers (setmaxnreg). OVERLAP 1
+    # (with a producer): FlashAttention-3's order, tile j's S = Q·Kᵀ issued with tile j−1's P·V and its softmax
+    # run while that P·V does.
     config_space = {"BLOCK_M": [64, 128, 192], "BLOCK_N": [32, 64, 128], "WARPS": [4, 8, 12], "STAGES": [2, 3],
-                    "Q_REGS": [1, 0], "WGMMA": [0, 1], "PRODUCER": [0, 1, 2]}
+                    "Q_REGS": [1, 0], "WGMMA": [0, 1], "PRODUCER": [0, 1, 2, 3], "OVERLAP": [0, 1]}
     # 4 warps of 32 rows, 64-key tiles, q in registers: the fastest at head dim 64 on the H100 (1.02× FA2 at
     # N = 4096; docs/perf/attention-cuda.md). Where it does not fit a call (its tile state at head dims past 64,
     # or with an attn_mask), a call given it runs the first fallback that fits: q from shared memory (FA2's tiles
     # at head dim 128, 1.01-1.03× FA2), then 8 warps of 16 rows (every call up to head dim 128, masks included:
     # 195 registers and 102 KiB at 128, 0.75-0.84× FA2).
-    default_config = {"BLOCK_M": 128, "BLOCK_N": 64, "WARPS": 4, "STAGES": 2, "Q_REGS": 1, "WGMMA": 0, "PRODUCER": 0}
+    default_config = {"BLOCK_M": 128, "BLOCK_N": 64, "WARPS": 4, "STAGES": 2, "Q_REGS": 1, "WGMMA": 0, "PRODUCER": 0,
+                      "OVERLAP": 0}
     fallbacks = ({"Q_REGS": 0}, {"WARPS": 8})
-    # 32-key tiles with q from shared memory, which spill nothing at 128; 8 warps of 16 rows
-    # and the warpgroup MMAs (hopper_defaults).
-    tuning_seeds = ({"WARPS": 4, "BLOCK_N": 32, "Q_REGS": 0}, {"WARPS": 8},
-                    {"WGMMA": 1, "WARPS": 12, "BLOCK_M": 192, "BLOCK_N": 128},
-                    {"WGMMA": 1, "WARPS": 8, "BLOCK_N": 128, "STAGES": 3},
-                    {"WGMMA": 1, "WARPS": 8, "BLOCK_N": 128, "STAGES": 3, "PRODUCER": 2},
+    # The warpgroup MMAs (hopper_defaults; the fastest first: a search of a few trials reaches only the first
+    # seeds), then 32-key tiles with q from shared memory, which spill nothing at 128, and 8 warps of 16 rows.
+    tuning_seeds = ({"WGMMA": 1, "WARPS": 8, "BLOCK_N": 128, "STAGES": 3, "PRODUCER": 3, "OVERLAP": 1},
+                    {"WGMMA": 1, "WARPS": 4, "BLOCK_M": 64, "BLOCK_N": 128, "STAGES": 3, "PRODUCER": 2, "OVERLAP": 1},
+                    {"WGMMA": 1, "WARPS": 8, "BLOCK_N": 64, "STAGES": 3, "PRODUCER": 2, "OVERLAP": 1},
                     {"WGMMA": 1, "WARPS": 4, "BLOCK_M": 64, "BLOCK_N": 128},
-                    {"WGMMA": 1, "WARPS": 4, "BLOCK_M": 64, "BLOCK_N": 64, "PRODUCER": 2})
+                    {"WGMMA": 1, "WARPS": 8, "BLOCK_N": 128, "STAGES": 3, "PRODUCER": 2},
+                    {"WGMMA": 1, "WARPS": 12, "BLOCK_M": 192, "BLOCK_N": 128},
+                    {"WARPS": 4, "BLOCK_N": 32, "Q_REGS": 0}, {"WARPS": 8})
     # On an sm_90 device a call given the default runs the warpgroup MMAs where they fit, before the default and
     # its fallbacks: per kernel head dim, the fastest in the runs of 2026-11-27 (H100, B=4 H=32 N=4096: at 64
-    # one warpgroup with 128-key tiles, 1.47-1.51× FA2; at 128 two warpgroups and a producer warp's TMA copies
-    # with 128-key tiles, 1.58-1.60×, then three warpgroups, 1.39-1.50×, then two), then 64-key tiles (what
-    # fits with an attn_mask at 128).
-    hopper_defaults = {64: ({"WGMMA": 1, "WARPS": 4, "BLOCK_M": 64, "BLOCK_N": 128},),
-                       128: ({"WGMMA": 1, "WARPS": 8, "BLOCK_N": 128, "STAGES": 3, "PRODUCER": 2},
+    # one warpgroup with 128-key tiles in FlashAttention-3's order, 1.51-1.57× FA2, then without it, 1.47-1.51×;
+    # at 128 two warpgroups, a producer warpgroup's TMA copies and that order with 128-key tiles, 1.78-1.89×,
+    # then three warpgroups, 1.39-1.50×, then two), then 64-key tiles (what fits with an attn_mask at 128).
+    hopper_defaults = {64: ({"WGMMA": 1, "WARPS": 4, "BLOCK_M": 64, "BLOCK_N": 128, "STAGES": 3, "PRODUCER": 2,
+                             "OVERLAP": 1},
+                            {"WGMMA": 1, "WARPS": 4, "BLOCK_M": 64, "BLOCK_N": 128}),
+                       128: ({"WGMMA": 1, "WARPS": 8, "BLOCK_N": 128, "STAGES": 3, "PRODUCER": 3, "OVERLAP": 1},
                              {"WGMMA": 1, "WARPS": 12, "BLOCK_M": 192, "BLOCK_N": 128},
                              {"WGMMA": 1, "WARPS": 8, "BLOCK_N": 128, "STAGES": 3},
+                             {"WGMMA": 1, "WARPS": 8, "BLOCK_N": 64, "STAGES": 3, "PRODUCER": 2, "OVERLAP": 1},
                              {"WGMMA": 1, "WARPS": 8, "BLOCK_N": 64, "STAGES": 3})}
 
     def supports(self, call: Call) -> str | None:
@@ -188,6 +195,11 @@ class AttentionCuda(CudaImplementation):
             if config["WARPS"] > 8:
                 raise UnsupportedError(f"{self.key}: PRODUCER takes up to two warpgroups, not {config}")
             shared += 16 * config["STAGES"]  # a full and an empty mbarrier a stage
+            if config.get("OVERLAP") and hd == 128 and bn == 128 and config["WARPS"] == 8 and config["PRODUCER"] < 3:
+                raise UnsupportedError(f"{self.key}: OVERLAP with two warpgroups of 128-key tiles at head dim 128 "
+                                       f"needs the registers PRODUCER 3 moves (168 a thread spill): {config}")
+        elif config.get("OVERLAP"):
+            raise UnsupportedError(f"{self.key}: OVERLAP hands stages back by a PRODUCER's mbarriers: {config}")
         budget = STATE_REGISTERS["forward" if call.inputs.get("attn_mask") is None else "forward_masked"]
         check_fit(self.key, config, call, bn / 2 + hd / 2 + bn / 4, budget, shared)
         return {"attention_forward": shared}
@@ -197,8 +209,8 @@ class AttentionCuda(CudaImplementation):
         if config.get("WGMMA"):
             return self.wgmma_shared_memory(call, config)
         hd, bm, bn = kernel_head_dim(call.inputs["q"].shape[3]), config["BLOCK_M"], config["BLOCK_N"]
-        if config.get("PRODUCER"):
-            raise UnsupportedError(f"{self.key}: PRODUCER is the warpgroup kernel's (WGMMA 1), not {config}")
+        if config.get("PRODUCER") or config.get("OVERLAP"):
+            raise UnsupportedError(f"{self.key}: PRODUCER and OVERLAP are the warpgroup kernel's: {config}")
         if config["WARPS"] not in (4, 8):
             raise UnsupportedError(f"{self.key}: the mma.sync kernel runs 4 or 8 warps, not {config['WARPS']} (its "
                                    "tile state takes more registers than 12 warps leave a thread)")
