@@ -9,6 +9,9 @@ A results folder holds ``<op>.json`` (``kernelzoo bench --json``) and, optionall
 ``gelu_fusion.md`` (``examples/gelu_fusion.py --out``) and ``pytest_<op>.json`` (pytest
 ``--benchmark-json``). Imported files go to docs/perf/data/<gpu|cpu>/ and docs/perf/img/, and every page
 is rebuilt from all that is there: importing GPU results keeps the CPU sections, and the other way round.
+A paragraph written by hand for an op's section (what changed since its figures, say) lives in
+docs/perf/notes/<op>-<gpu|cpu>.md and is put under the section's heading at each rebuild. With no option,
+the pages are rebuilt from what is there.
 """
 
 from __future__ import annotations
@@ -193,13 +196,18 @@ def rows_have_host(meta: dict[str, Any]) -> bool:
     return meta.get("timing") == "gpu, host hidden"
 
 
-def op_page(op: str, results: Results, pytest_notes: dict[tuple[str, str], str]) -> str:
+def op_page(op: str, results: Results, pytest_notes: dict[tuple[str, str], str],
+            hand_notes: dict[tuple[str, str], str] | None = None) -> str:
+    """An op's page: per kind, its hand note (``hand_notes[(kind, op)]``), provenance, plot and table."""
     lines = [f"# {op}", "", "[All ops](README.md)", ""]
     for kind in KINDS:
         if op not in results.get(kind, {}):
             continue
         meta, rows = results[kind][op]
-        lines += [f"## {_heading(kind, meta)}", "", _provenance(meta), "", f"![{op} on the {kind.upper()}]"
+        lines += [f"## {_heading(kind, meta)}", ""]
+        if hand_notes and (kind, op) in hand_notes:
+            lines += [hand_notes[(kind, op)].strip(), ""]
+        lines += [_provenance(meta), "", f"![{op} on the {kind.upper()}]"
                   f"(img/{op}-{kind}.png)", "", table(rows), ""]
         moved = changed_picks(rows)
         if moved:
@@ -291,9 +299,11 @@ def build(docs: Path) -> list[Path]:
             note = agreement(pytest_file, rows) if pytest_file.exists() else None
             if note:
                 notes[(kind, op)] = note
+    hand_notes = {(kind, path.stem.rpartition("-")[0]): path.read_text()
+                  for kind in KINDS for path in sorted((docs / "notes").glob(f"*-{kind}.md"))}
     written = []
     for op in sorted({op for ops in results.values() for op in ops}):
-        (docs / f"{op}.md").write_text(op_page(op, results, notes))
+        (docs / f"{op}.md").write_text(op_page(op, results, notes, hand_notes))
         written.append(docs / f"{op}.md")
     (docs / "README.md").write_text(readme(results))
     written.append(docs / "README.md")

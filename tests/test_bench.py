@@ -69,6 +69,14 @@ def test_bench_prints_tables_and_writes_json_rows_and_a_plot(tmp_db, tmp_path, c
     assert "| float32 | 256x256 | torch * |" in page  # starred: relu's untuned CPU order runs torch
     assert (tmp_path / "docs" / "img" / "relu-cpu.png").read_bytes() == png
     assert "[relu](relu.md)" in (tmp_path / "docs" / "README.md").read_text()
+    # a hand note for the section goes under its heading, and a rebuild without an import keeps it
+    (tmp_path / "docs" / "notes").mkdir()
+    (tmp_path / "docs" / "notes" / "relu-cpu.md").write_text("Measured before the change of 2026-11-27.\n")
+    assert perf_docs.main(["--docs", str(tmp_path / "docs")]) == 0
+    page = (tmp_path / "docs" / "relu.md").read_text()
+    heading = page.index("## CPU, ")
+    assert heading < page.index("Measured before the change of 2026-11-27.") < page.index("Measured 20", heading + 1)
+    assert "| float32 | 256x256 | torch * |" in page
 
 
 def test_perf_pages_star_what_the_current_default_order_runs():
