@@ -2,8 +2,9 @@
 # One device call: the warpgroup forward's FlashAttention-3 orders, config entries of plugins/attention/cuda.cu:
 # OVERLAP 1 (tile j's S = Q·Kᵀ issued with tile j-1's P·V, the softmax while P·V runs), PRODUCER 3 (a producer
 # warpgroup whose registers go to the consumers). (Its first run also timed PINGPONG 1, two warpgroups taking
-# turns to issue by named barriers: no gain, dropped.) First the odd-shape checks of those configs against float64 (the forward's only), then every
-# variant timed in the same rounds (attention_wgmma_ab.py, B=4 H=32 N=4096 fp16, checked against FA2 first).
+# turns to issue by named barriers: no gain, dropped.) First the odd-shape checks of those configs against
+# float64 (the forward's only), then every variant timed in the same rounds (attention_wgmma_ab.py, B=4 H=32
+# N=4096 fp16, checked against FA2 first).
 #     . .whl/env.sh && scripts/gpu_attention_overlap.sh
 set -uo pipefail
 out=${OUT:-/tmp/kz-out}

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# One device call for branch wgmma-tma (not yet run on a GPU): the warpgroup forward's K and V tiles by TMA from
-# the producer warp's first thread (PRODUCER 2). First the backend's TMA round trip (a box lands swizzled,
+# One device call: the warpgroup forward's K and V tiles by TMA from the producer warp's first thread (PRODUCER 2;
+# its A/B of 2026-11-27 is in docs/perf/attention-cuda.md, "TMA loads"). First the backend's TMA round trip (a box lands swizzled,
 # zero-filled past the tensor), then the odd-shape checks against float64 (attention_cuda_check.py: two PRODUCER 2
 # configs among the forward's), then PRODUCER 2 against 1 and against 0 in the same rounds (attention_wgmma_ab.py).
 #     . .whl/env.sh && scripts/gpu_attention_tma.sh

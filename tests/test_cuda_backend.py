@@ -190,6 +190,8 @@ def test_a_launch_with_a_tensor_map_packs_each_argument_at_the_kernel_s_offset()
         cuda._pack((3, 3, first, 2.5, second), {}, lambda: params)
     with pytest.raises(TypeError, match="takes 5 arguments, 4"):
         cuda._pack((cuda.I64(5), 3, first, 2.5), {}, lambda: params)
+    with pytest.raises(TypeError, match="kernel's offsets"):  # a map is never laid out as a C struct
+        cuda._pack((cuda.I64(5), 3, first), {})
     with pytest.raises(ValueError, match="128 bytes"):
         cuda.TensorMap(bytes(64))
 

@@ -188,8 +188,7 @@ def tensor_map(tensor: torch.Tensor, box: Sequence[int], swizzle: int = 128) -> 
     (0, 32, 64 or 128; the box's inner extent must then be that many bytes or fewer); elements past the tensor's
     bounds arrive as zeros. The TMA unit's limits are checked here: a 16-byte aligned address, strides in
     nonzero multiples of 16 bytes (a dim of one element takes any: see tma_strides), 1 to 5 dims, boxes of 1 to
-    256 a dim. Encoded once per tensor layout and box
-    (cached), no GPU work."""
+    256 a dim. Encoded once per tensor layout and box (cached), no GPU work."""
     if tensor.dtype not in _TMA_DTYPES or swizzle not in _TMA_SWIZZLES:
         raise ValueError(f"tensor_map: dtype {tensor.dtype} or swizzle {swizzle} not supported")
     size = tensor.element_size()
@@ -554,11 +553,14 @@ _layouts: dict[tuple[type, ...], _Layout] = {}
 def _pack(args: tuple[object, ...], layouts: dict[tuple[type, ...], _Layout] = _layouts,
           params: Callable[[], Sequence[tuple[int, int]]] | None = None) -> tuple[bytes, _Layout]:
     """The launch arguments as the kernel's parameter buffer, and its layout (cached in ``layouts`` by the
-    arguments' types; built from ``params()``, the kernel's parameter offsets and sizes, where given)."""
+    arguments' types). A layout with a TensorMap is built from ``params()``, the kernel's parameter offsets and
+    sizes, so its cache must be the kernel's own; others are laid out as a C struct."""
     kinds = tuple(map(type, args))
     layout = layouts.get(kinds)
     if layout is None:
-        layout = layouts[kinds] = _Layout(args, params() if params is not None else None)
+        if TensorMap in kinds and params is None:
+            raise TypeError("a launch that passes a TensorMap packs at the kernel's offsets: pass its params")
+        layout = layouts[kinds] = _Layout(args, params() if TensorMap in kinds else None)
     values = list(args)
     for i in layout.converted:
         values[i] = _converted(i, values[i])
@@ -599,7 +601,7 @@ class Kernel:
     def __init__(self, module: Module, name: str, handle: Any) -> None:
         self.module, self.name, self._handle = module, name, handle
         self._dynamic_shared_limit: int | None = None  # the function's opt-in, read when first needed
-        self._layouts: dict[tuple[type, ...], _Layout] = {}  # for launches that pass a TensorMap
+        self._layouts: dict[tuple[type, ...], _Layout] = {}  # by argument types (a TensorMap's: this kernel's)
 
     def params(self) -> list[tuple[int, int]]:
         """The (offset, size) in bytes of each of the kernel's parameters in its parameter buffer, from the
@@ -632,10 +634,7 @@ class Kernel:
         grid_dims, block_dims = _dims(grid, "grid"), _dims(block, "block")
         if 0 in grid_dims:
             return  # nothing to do, and CUDA calls an empty grid an error
-        if any(type(a) is TensorMap for a in args):  # placed where the kernel's parameter list says
-            data, layout = _pack(args, self._layouts, self.params)
-        else:
-            data, layout = _pack(args)  # kept alive until cuLaunchKernel has copied it
+        data, layout = _pack(args, self._layouts, self.params)  # kept alive until cuLaunchKernel has copied it
         device = self.module.device
         c_stream = _ffi.cast("CUstream", _stream_handle(stream, device))
         if shared_mem > 0:
