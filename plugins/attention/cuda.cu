@@ -165,6 +165,17 @@ struct BlockPlace {
 #endif
 };
 
+// Key tile j's scores of a warp's rows row0.. masked, and scaled unless SCALE_IN_EXP (pre): the bounds and causal
+// checks only past the tiles that every row of the block sees whole.
+__device__ __forceinline__ void mask_tile(float (&s)[MT][NT][4], const BlockPlace& at, int j, int row0, int n_q,
+                                          int n_k, float pre) {
+  if (j < at.n_full) {
+    mask_scores<false, false, MT, BLOCK_N>(s, row0, j * BLOCK_N, n_q, n_k, pre, at.am);
+  } else {
+    mask_scores<true, false, MT, BLOCK_N>(s, row0, j * BLOCK_N, n_q, n_k, pre, at.am);
+  }
+}
+
 // o = acc / l and lse = (m + log2 l)·ln 2 for a warp's rows row0 + 16i + g + 8r of lse (rows ≥ n_q are not
 // written); a row that attended no key has l = 0: o = 0, lse = -inf.
 __device__ __forceinline__ void finish_rows(float (&acc)[MT][ND][4], const float (&m)[MT][2], const float (&l)[MT][2],
@@ -244,11 +255,7 @@ __device__ __forceinline__ void forward_block(const BlockPlace& at, i64 q_sm, i6
 #else
     scores_smem<MT, BLOCK_N>(s, sq + wrow * LDS, sk + j % STAGES * BLOCK_N * LDS);
 #endif
-    if (j < at.n_full) {
-      mask_scores<false, false, MT, BLOCK_N>(s, m0 + wrow, j * BLOCK_N, n_q, n_k, pre, at.am);
-    } else {
-      mask_scores<true, false, MT, BLOCK_N>(s, m0 + wrow, j * BLOCK_N, n_q, n_k, pre, at.am);
-    }
+    mask_tile(s, at, j, m0 + wrow, n_q, n_k, pre);
     online_softmax(s, m, l, acc, scale_log2);
     accumulate<MT, BLOCK_N>(acc, s, sv + j % STAGES * BLOCK_N * LDS);
   }
@@ -281,6 +288,35 @@ __device__ __forceinline__ void load_rows_sw(T* s, const T* g, i64 stride, int r
     if (ROWS % STEP == 0 || row < ROWS)
       cp_async16(dst + i * STEP * 64 + ((c & 7) ^ (row & 7)) * 8, src, i * STEP < rows ? 16 : 0);
   }
+}
+
+// Tile shapes in 16-byte units (what a descriptor's start address counts): a stage of K or V, and a 64-column
+// block of the q tile and of a K tile.
+#define STAGE_UNITS (BLOCK_N * HEAD_DIM * 2 / 16)
+#define Q_BLOCK_UNITS (BLOCK_M * 128 / 16)
+#define K_BLOCK_UNITS (BLOCK_N * 128 / 16)
+
+// Issue S = Q·Kᵀ of the K tile in `stage` (in 16-byte units) as one wgmma group: HEAD_DIM/16 k16 steps, each
+// 32 bytes along the lines of a 64-column block.
+__device__ __forceinline__ void issue_scores(float (&s_flat)[NT * 4], u64 q_desc, u64 k_desc, int stage) {
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < KD; ++kk) {
+    const int step = kk % 4 * 2;
+    wgmma_ss(s_flat, q_desc + kk / 4 * Q_BLOCK_UNITS + step, k_desc + stage + kk / 4 * K_BLOCK_UNITS + step, kk > 0,
+             T{});
+  }
+  wgmma_commit();
+}
+
+// Issue O += P·V of the V tile in `stage` as one wgmma group: keys 16c .. 16c+15 are lines 16c.. of every
+// column block.
+__device__ __forceinline__ void issue_values(float (&acc_flat)[ND * 4], const unsigned (&p)[1][BLOCK_N / 16][4],
+                                             u64 v_desc, int stage) {
+  wgmma_fence();
+#pragma unroll
+  for (int c = 0; c < BLOCK_N / 16; ++c) wgmma_rs(acc_flat, p[0][c], v_desc + stage + c * 16 * 128 / 16, T{});
+  wgmma_commit();
 }
 
 // One block's rows (see BlockPlace) on warpgroup MMAs; arguments as the mma.sync forward_block's. Dynamic shared
@@ -371,8 +407,6 @@ __device__ __forceinline__ void forward_block(const BlockPlace& at, i64 q_sm, i6
   const u64 q_desc = sw128_desc(sq + wg * 64 * 64, 16);
   const u64 k_desc = sw128_desc(sk, 16);
   const u64 v_desc = sw128_desc(sv, BLOCK_N * 128);
-  constexpr int STAGE_UNITS = BLOCK_N * HEAD_DIM * 2 / 16, Q_BLOCK_UNITS = BLOCK_M * 128 / 16,
-                K_BLOCK_UNITS = BLOCK_N * 128 / 16;
 
   float acc[1][ND][4], m[1][2], l[1][2];
   zero(acc);
@@ -396,33 +430,14 @@ __device__ __forceinline__ void forward_block(const BlockPlace& at, i64 q_sm, i6
     mbar_wait(&full[j % STAGES], j / STAGES & 1);
     if (!TMA) fence_proxy_async();  // the producer's cp.async chunks (generic proxy), for the wgmma reads
   };
-  auto scores = [&](int j) {  // issue S = Q·Kᵀ of tile j
-    const int stage = j % STAGES * STAGE_UNITS;
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < KD; ++kk) {
-      const int step = kk % 4 * 2;  // 32 bytes a k16 step along the line
-      wgmma_ss(s_flat, q_desc + kk / 4 * Q_BLOCK_UNITS + step, k_desc + stage + kk / 4 * K_BLOCK_UNITS + step,
-               kk > 0, T{});
-    }
-    wgmma_commit();
-  };
-  auto values = [&](int j) {  // issue O += P·V of tile j, acc rescaled first
+  auto scores = [&](int j) { issue_scores(s_flat, q_desc, k_desc, j % STAGES * STAGE_UNITS); };
+  auto values = [&](int j) {  // acc rescaled first
     if (moved) rescale(acc, alpha);
-    const int stage = j % STAGES * STAGE_UNITS;
-    wgmma_fence();
-#pragma unroll
-    for (int c = 0; c < BLOCK_N / 16; ++c)  // keys 16c .. 16c+15: lines 16c.. of every column block
-      wgmma_rs(acc_flat, p[0][c], v_desc + stage + c * 16 * 128 / 16, T{});
-    wgmma_commit();
+    issue_values(acc_flat, p, v_desc, j % STAGES * STAGE_UNITS);
   };
-  auto softmax = [&](int j) {  // tile j's S (landed) into P in p
+  auto softmax = [&](int j) {  // tile j's S (landed), masked, into P in place
     fence_operands(s_flat);
-    if (j < at.n_full) {
-      mask_scores<false, false, 1, BLOCK_N>(s, m0 + wrow, j * BLOCK_N, n_q, n_k, pre, at.am);
-    } else {
-      mask_scores<true, false, 1, BLOCK_N>(s, m0 + wrow, j * BLOCK_N, n_q, n_k, pre, at.am);
-    }
+    mask_tile(s, at, j, m0 + wrow, n_q, n_k, pre);
     moved = softmax_tile(s, m, l, alpha, scale_log2);
   };
   if (n_tiles > 0) {
@@ -433,9 +448,9 @@ __device__ __forceinline__ void forward_block(const BlockPlace& at, i64 q_sm, i6
     pack_p<1, BLOCK_N>(p, s);
     for (int j = 1; j < n_tiles; ++j) {
       wait_tile(j);
-        scores(j);
+      scores(j);
       values(j - 1);
-        wgmma_wait<1>();
+      wgmma_wait<1>();
       softmax(j);
       wgmma_wait<0>();
       fence_operands(acc_flat);
@@ -470,31 +485,15 @@ __device__ __forceinline__ void forward_block(const BlockPlace& at, i64 q_sm, i6
     const int stage = j % STAGES * STAGE_UNITS;
     float s[1][NT][4];
     float (&s_flat)[NT * 4] = reinterpret_cast<float (&)[NT * 4]>(s);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < KD; ++kk) {
-      const int step = kk % 4 * 2;  // 32 bytes a k16 step along the line
-      wgmma_ss(s_flat, q_desc + kk / 4 * Q_BLOCK_UNITS + step, k_desc + stage + kk / 4 * K_BLOCK_UNITS + step,
-               kk > 0, T{});
-    }
-    wgmma_commit();
+    issue_scores(s_flat, q_desc, k_desc, stage);
     wgmma_wait<0>();
     fence_operands(s_flat);
 
-    if (j < at.n_full) {
-      mask_scores<false, false, 1, BLOCK_N>(s, m0 + wrow, j * BLOCK_N, n_q, n_k, pre, at.am);
-    } else {
-      mask_scores<true, false, 1, BLOCK_N>(s, m0 + wrow, j * BLOCK_N, n_q, n_k, pre, at.am);
-    }
+    mask_tile(s, at, j, m0 + wrow, n_q, n_k, pre);
     online_softmax(s, m, l, acc, scale_log2);
     unsigned p[1][BLOCK_N / 16][4];
     pack_p<1, BLOCK_N>(p, s);
-
-    wgmma_fence();
-#pragma unroll
-    for (int c = 0; c < BLOCK_N / 16; ++c)  // keys 16c .. 16c+15: lines 16c.. of every column block
-      wgmma_rs(acc_flat, p[0][c], v_desc + stage + c * 16 * 128 / 16, T{});
-    wgmma_commit();
+    issue_values(acc_flat, p, v_desc, stage);
     wgmma_wait<0>();
     fence_operands(acc_flat);
 #if PRODUCER
