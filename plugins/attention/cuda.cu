@@ -501,7 +501,9 @@ __device__ __forceinline__ void forward_block(const BlockPlace& at, i64 q_sm, i6
 #endif
   }
 #endif  // OVERLAP
-  cp_async_wait<0>();
+#if !PRODUCER
+  cp_async_wait<0>();  // the ring's last (empty) groups; with a producer the consumers' one group, q, has landed
+#endif
   finish_rows(acc, m, l, lse, m0 + wrow, n_q);
   // Every warpgroup's reads of q and the K/V ring are done past this barrier: o is staged from sq on, in rows
   // of LDS (BLOCK_M·LDS elements: more than the q tile, less than q and one stage of K and V).
