@@ -217,3 +217,14 @@ def test_flashattention3_s_order_at_head_dim_128_takes_the_producer_warpgroup_s_
     assert IMPL.shared_memory(forward_call(128, False), {**config, "PRODUCER": 3})["attention_forward"] > 0
     assert IMPL.shared_memory(forward_call(64, False), {**config, "PRODUCER": 2})["attention_forward"] > 0  # 156
     # registers at head dim 64
+
+
+def test_where_tensor_maps_cannot_launch_the_default_runs_a_config_without_tma(monkeypatch):
+    """A driver without cuFuncGetParamInfo (before CUDA 12.4) cannot pack a tensor map where the kernel reads it:
+    the TMA producers are refused, and the default at head dim 128 runs the next Hopper default."""
+    monkeypatch.setattr(attention_cuda, "sm90", lambda device: True)
+    monkeypatch.setattr(attention_cuda, "tma_unavailable", lambda device: "the driver has no cuFuncGetParamInfo")
+    with pytest.raises(UnsupportedError, match="loads by TMA"):
+        IMPL.shared_memory(forward_call(128, False), IMPL.config({"WGMMA": 1, "WARPS": 8, "PRODUCER": 2}))
+    config = IMPL.fitted(forward_call(128, False), IMPL.config())
+    assert config == IMPL.config({"WGMMA": 1, "WARPS": 12, "BLOCK_M": 192, "BLOCK_N": 128})

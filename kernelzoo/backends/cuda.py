@@ -321,6 +321,17 @@ def available() -> tuple[bool, str]:
     return True, reason
 
 
+@functools.cache
+def tensor_map_launch() -> tuple[bool, str]:
+    """Whether kernels that take tensor maps can be launched here, and why (not): their arguments are packed at the
+    offsets cuFuncGetParamInfo gives (drivers of CUDA 12.4 on)."""
+    try:
+        _libcuda().cuFuncGetParamInfo  # noqa: B018 (a missing symbol raises here)
+    except (AttributeError, CudaError) as e:
+        return False, f"the driver has no cuFuncGetParamInfo (CUDA 12.4 drivers on): {e}"
+    return True, "cuFuncGetParamInfo found"
+
+
 def device_arch(device_index: int | None = None) -> str:
     """The "sm_XY" to compile for a torch CUDA device: its own, or the highest older one NVRTC supports."""
     major, minor = torch.cuda.get_device_capability(device_index)
@@ -606,11 +617,10 @@ class Kernel:
     def params(self) -> list[tuple[int, int]]:
         """The (offset, size) in bytes of each of the kernel's parameters in its parameter buffer, from the
         compiled kernel (cuFuncGetParamInfo, CUDA 12.4 drivers on)."""
-        try:
-            info = _driver().cuFuncGetParamInfo
-        except AttributeError:
-            raise CudaError(f"{self.name}: this CUDA driver has no cuFuncGetParamInfo (12.4 on), which a launch "
-                            "that passes a tensor map needs") from None
+        ok, reason = tensor_map_launch()
+        if not ok:
+            raise CudaError(f"{self.name}: a launch that passes a tensor map: {reason}")
+        info = _driver().cuFuncGetParamInfo
         out, offset, size = [], _ffi.new("size_t *"), _ffi.new("size_t *")
         with _context(self.module.device):
             while info(self._handle, len(out), offset, size) == 0:

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from kernelzoo.backends.cuda import I64, CudaImplementation, Kernel, tensor_map
+from kernelzoo.backends.cuda import I64, CudaImplementation, Kernel, tensor_map, tensor_map_launch
 from kernelzoo.errors import UnsupportedError
 from kernelzoo.registry import Call
 
@@ -82,6 +82,15 @@ def mask_args(call: Call) -> tuple[torch.Tensor | None, tuple[I64, ...], dict[st
 def sm90(device: torch.device) -> bool:
     """Whether ``device`` is an sm_90 GPU (Hopper: H100, H200), the one sm_90a's wgmma code runs on."""
     return device.type == "cuda" and torch.cuda.get_device_capability(device) == (9, 0)
+
+
+def tma_unavailable(device: torch.device) -> str | None:
+    """Why kernels that take tensor maps (PRODUCER 2 and 3) cannot launch on ``device``, or None; asked of CUDA
+    devices only."""
+    if device.type != "cuda":
+        return None
+    ok, reason = tensor_map_launch()
+    return None if ok else reason
 
 
 def shared_limit(device: torch.device) -> int:
@@ -195,6 +204,9 @@ class AttentionCuda(CudaImplementation):
             if config["WARPS"] > 8:
                 raise UnsupportedError(f"{self.key}: PRODUCER takes up to two warpgroups, not {config}")
             shared += 16 * config["STAGES"]  # a full and an empty mbarrier a stage
+            why = tma_unavailable(call.device) if config["PRODUCER"] >= 2 else None
+            if why:
+                raise UnsupportedError(f"{self.key}: PRODUCER {config['PRODUCER']} loads by TMA, and {why}")
             if config.get("OVERLAP") and hd == 128 and bn == 128 and config["WARPS"] == 8 and config["PRODUCER"] < 3:
                 raise UnsupportedError(f"{self.key}: OVERLAP with two warpgroups of 128-key tiles at head dim 128 "
                                        f"needs the registers PRODUCER 3 moves (168 a thread spill): {config}")
