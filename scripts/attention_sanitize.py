@@ -3,8 +3,10 @@
     PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck python scripts/attention_sanitize.py
 
 N = 1, 97, 1025 (and Nq != Nk), causal and not, D 24, 64 and 128, float16, forward and backward with the default
-config (the forward also with 32-key tiles and q read from shared memory, the backward with both of its dQ
-strategies, each in both dK/dV layouts, SPLIT 0 and 1, where the head dim allows). At D = 24 (compiled for 32)
+config (the forward also with 32-key tiles and q read from shared memory and, on an sm_90 device, with every
+Hopper config: the warpgroup MMAs with no producer, a cp.async producer warp (PRODUCER 1), TMA loads by a
+producer warp or warpgroup (2, 3) and FlashAttention-3's order (OVERLAP 1), each where it fits the call; the
+backward with both of its dQ strategies, each in both dK/dV layouts, SPLIT 0 and 1, where the head dim allows). At D = 24 (compiled for 32)
 every row's last chunk lies past d: the loads zero-fill it and must read nothing there. Without torch's caching
 allocator every tensor is its own allocation, so a read or write past any of them is reported.
 ``--backward-only`` runs the backward alone, on Nq × Nk = 97 × 97 and 1025 × 97 at D 64 and 128, for
@@ -22,6 +24,9 @@ from kernelzoo.errors import UnsupportedError
 from kernelzoo.registry import randn, registry
 
 FWD, BWD = registry.impl("attention", "cuda"), registry.impl("attention_backward", "cuda")
+# The warpgroup forward's pipelines at both tile widths (the producer and order of each Hopper default and more).
+HOPPER = [{"WGMMA": 1, "WARPS": w, "BLOCK_M": 16 * w, "BLOCK_N": bn, "STAGES": 3, "PRODUCER": p, "OVERLAP": o}
+          for w, bn, p, o in itertools.product((4, 8), (64, 128), (0, 1, 2, 3), (0, 1))]
 
 
 def main() -> None:
@@ -29,7 +34,7 @@ def main() -> None:
     parser.add_argument("--backward-only", action="store_true")
     args = parser.parse_args()
     g = torch.Generator().manual_seed(0)  # randn draws its seed on the CPU, its values on the GPU
-    runs = backward_runs = 0
+    runs = backward_runs = hopper_runs = 0
     sizes = [(97, 97), (1025, 97)] if args.backward_only else [(1, 1), (97, 97), (1025, 1025), (97, 1025), (1025, 97)]
     dims = (64, 128) if args.backward_only else (24, 64, 128)
     for (nq, nk), d, causal in itertools.product(sizes, dims, (False, True)):
@@ -39,6 +44,12 @@ def main() -> None:
         o, lse = FWD.run(call, FWD.config())
         if not args.backward_only:
             FWD.run(call, FWD.config({"BLOCK_N": 32, "WARPS": 4, "Q_REGS": 0}))
+            for overrides in HOPPER if torch.cuda.get_device_capability() >= (9, 0) else ():
+                try:
+                    FWD.run(call, FWD.config(overrides))
+                except UnsupportedError:
+                    continue
+                hopper_runs += 1
         do = randn(o.shape, "cuda", torch.float16, g)
         bwd_call = registry.op("attention_backward").check(q, k, v, o, lse, do, causal=causal)
         for dq, split in itertools.product(BWD.config_space["DQ"], BWD.config_space["SPLIT"]):
@@ -49,7 +60,8 @@ def main() -> None:
             backward_runs += 1
         torch.cuda.synchronize()
         runs += 1
-    print(f"{runs} shapes, forward ({'default config' if args.backward_only else 'two configs'}) and "
+    forward = "default config" if args.backward_only else f"two configs and {hopper_runs} Hopper runs"
+    print(f"{runs} shapes, forward ({forward}) and "
           f"{backward_runs} backward runs (both dQ strategies, both layouts where supported): done")
 
 

@@ -139,6 +139,7 @@ CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
 CUresult cuFuncGetAttribute(int *pi, int attrib, CUfunction hfunc);
 CUresult cuFuncSetAttribute(CUfunction hfunc, int attrib, int value);
 CUresult cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t *paramOffset, size_t *paramSize);
+CUresult cuFuncGetParamCount(CUfunction func, size_t *paramCount);
 CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
                         unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
                         unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra);
@@ -620,10 +621,15 @@ class Kernel:
         ok, reason = tensor_map_launch()
         if not ok:
             raise CudaError(f"{self.name}: a launch that passes a tensor map: {reason}")
-        info = _driver().cuFuncGetParamInfo
-        out, offset, size = [], _ffi.new("size_t *"), _ffi.new("size_t *")
+        driver = _driver()
+        out, offset, size, count = [], _ffi.new("size_t *"), _ffi.new("size_t *"), _ffi.new("size_t *")
         with _context(self.module.device):
-            while info(self._handle, len(out), offset, size) == 0:
+            try:  # CUDA 12.9 drivers on
+                _check(f"cuFuncGetParamCount({self.name})", driver.cuFuncGetParamCount(self._handle, count))
+                last = count[0]
+            except AttributeError:  # older ones are asked index by index until one is past the end (an API error,
+                last = None  # which compute-sanitizer reports)
+            while len(out) != last and driver.cuFuncGetParamInfo(self._handle, len(out), offset, size) == 0:
                 out.append((offset[0], size[0]))
         return out
 
