@@ -1,7 +1,7 @@
 """The cuda plugins of attention and attention_backward on the GPU: correctness on odd shapes, then speed.
 
     python scripts/attention_cuda_check.py [--all-configs] [--skip-timing] [--sweep] [--budget-ms MS]
-                                           [--forward JSON]
+                                           [--forward JSON] [--backward JSON]
 
 1. Every kernel's resources (registers per thread, static shared and local memory: local > 0 means spills)
    for the default config at head dims 64 and 128, causal and not (the backward's module holds the kernels of
@@ -12,7 +12,7 @@
    backward's DQ "atomic" and "pass"; --all-configs: every config that fits). Each line gives every output's
    max abs error / the bound of the spec's rule (verify(): 2 × the error of the same math in the input
    precision + an absolute term). --forward JSON: the forward's only, with the configs listed (overrides of its
-   default: '[{"WGMMA": 1, "WARPS": 8, "PRODUCER": 3}]', say).
+   default: '[{"WGMMA": 1, "WARPS": 8, "PRODUCER": 3}]', say); --backward JSON: the backward's only, likewise.
 3. Times (median of CUDA events, L2 flushed: kernelzoo.timing) at B=4 H=32 N=4096, D 64 / 128, causal and
    not, float16, against torch's SDPA FLASH_ATTENTION backend (FlashAttention-2, through the torch plugins,
    which call its aten ops); TFLOP/s count forward 4·B·H·N²·D (halved when causal), backward 2.5× that.
@@ -111,8 +111,9 @@ def errors(call: Call, outs: tuple, refs: tuple) -> str:
     return " ".join(parts)
 
 
-def check_correctness(all_configs: bool, forward: list[dict] | None = None) -> int:
-    """The odd-shape checks; ``forward``: only the forward's, with these configs (overrides of its default)."""
+def check_correctness(all_configs: bool, forward: list[dict] | None = None, backward: list[dict] | None = None) -> int:
+    """The odd-shape checks; ``forward`` (``backward``): only the forward's (backward's), with these configs
+    (overrides of its default)."""
     failures = 0
     g = torch.Generator().manual_seed(0)
     cases = [*itertools.product((64, 128), (torch.float16, torch.bfloat16), SHAPES),
@@ -132,9 +133,10 @@ def check_correctness(all_configs: bool, forward: list[dict] | None = None) -> i
         label = f"{str(dtype)[6:]:8s} D={d:3d} {b}x{hq}:{hk}x{nq}:{nk}{' causal' if causal else ''}" \
                 f"{' mask' if masked else ''}"
         for impl, call, ref in ((FWD_CUDA, fwd_call, (o_ref, lse_ref)), (BWD_CUDA, bwd_call, grads_ref)):
-            if forward is not None and impl is BWD_CUDA:
+            only = forward if impl is FWD_CUDA else backward
+            if (forward is not None or backward is not None) and only is None:
                 continue
-            chosen = configs(impl, all_configs) if forward is None else [impl.config(c) for c in forward]
+            chosen = configs(impl, all_configs) if only is None else [impl.config(c) for c in only]
             for config in chosen:
                 try:
                     with poison_outputs():
@@ -254,6 +256,8 @@ def main() -> int:
     parser.add_argument("--budget-ms", type=float, default=300.0)
     parser.add_argument("--forward", type=json.loads, metavar="JSON",
                         help="check only the forward, with these configs: a list of overrides of its default")
+    parser.add_argument("--backward", type=json.loads, metavar="JSON",
+                        help="check only the backward, with these configs: a list of overrides of its default")
     args = parser.parse_args()
     for impl in KERNELS:
         available = registry.availability(impl)
@@ -263,7 +267,7 @@ def main() -> int:
     start = time.perf_counter()
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, {time.strftime('%Y-%m-%d')}")
     resources()
-    failures = check_correctness(args.all_configs, args.forward)
+    failures = check_correctness(args.all_configs, args.forward, args.backward)
     print(f"correctness: {failures} mismatch(es), {time.perf_counter() - start:.0f} s")
     if not args.skip_timing and not failures:
         failures += timing(args.budget_ms)

@@ -1,5 +1,5 @@
-// Hopper's warpgroup MMA (wgmma, sm_90a) for the flash-attention kernels: the shared-memory matrix descriptors of
-// 128-byte-swizzled tiles, the fences, and D (+)= A·B on one m64nNk16 step for N = 32, 64, 128 with float32
+// Hopper's warpgroup MMA (wgmma, sm_90a) for the flash-attention kernels: the cp.async loads into 128-byte-swizzled
+// tiles and their shared-memory matrix descriptors, the fences, and D (+)= A·B on one m64nNk16 step for N = 32, 64, 128 with float32
 // accumulators, A from shared memory (ss) or from registers (rs), B from shared memory.
 //
 // A warpgroup (4 consecutive warps, 128 threads) issues each wgmma together; warp w of it owns rows 16w .. 16w+15
@@ -60,14 +60,16 @@ __device__ __forceinline__ void fence_operands(unsigned (&a)[A][B][C]) {
     "%61, %62, %63}"
 
 // d (+)= A·B on one m64nNk16 step (H = N/2 accumulators a thread; O0 .. O5 the operand numbers H .. H+5 as text).
-// wgmma_ss: A and B by descriptor; accumulate 0 overwrites d (a product's first step). wgmma_rs: A from registers
-// (a warp's m16n8k16 A fragment), B MN-major (imm-trans-b 1), always accumulating.
+// wgmma_ss: A and B by descriptor, K-major unless TRANS_A / TRANS_B (imm-trans-a, imm-trans-b: MN-major, as
+// above); accumulate 0 overwrites d (a product's first step). wgmma_rs: A from registers (a warp's m16n8k16 A
+// fragment), B MN-major (imm-trans-b 1), always accumulating.
 #define KZ_WGMMA(N, H, TY, TAG, O0, O1, O2, O3, O4, O5)                                                         \
+  template <int TRANS_A = 0, int TRANS_B = 0>                                                                    \
   __device__ __forceinline__ void wgmma_ss(float (&d)[H], u64 a, u64 b, int accumulate, TAG) {                 \
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" O2 ", 0;\n"                                              \
                  "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TY "." TY " " KZ_REGS##H ", %" O0 ", %" O1  \
-                 ", p, 1, 1, 0, 0;\n}\n"                                                                        \
-                 : KZ_ACC##H(d) : "l"(a), "l"(b), "r"(accumulate));                                             \
+                 ", p, 1, 1, %" O3 ", %" O4 ";\n}\n"                                                            \
+                 : KZ_ACC##H(d) : "l"(a), "l"(b), "r"(accumulate), "n"(TRANS_A), "n"(TRANS_B));                 \
   }                                                                                                              \
   __device__ __forceinline__ void wgmma_rs(float (&d)[H], const unsigned (&a)[4], u64 b, TAG) {                \
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" O5 ", 0;\n"                                              \
@@ -83,6 +85,25 @@ KZ_WGMMA(64, 32, "bf16", kz_bf16, "32", "33", "34", "35", "36", "37")
 KZ_WGMMA(128, 64, "f16", kz_half, "64", "65", "66", "67", "68", "69")
 KZ_WGMMA(128, 64, "bf16", kz_bf16, "64", "65", "66", "67", "68", "69")
 #undef KZ_WGMMA
+
+// Rows row0 .. row0+ROWS-1 of a matrix (as flash.cuh's load_rows) into rows 0.. of the 128-byte-swizzled tile s [CB][LINES][64]
+// (LINES rows a column block), by NTHREADS threads, this one `tid`: chunk c of row r goes to column block c / 8, chunk
+// (c % 8) ^ (r % 8) of its line. A thread keeps one chunk column; its rows are NTHREADS / CPR apart.
+template <int ROWS, int LINES, int NTHREADS>
+__device__ __forceinline__ void load_rows_sw(T* s, const T* g, i64 stride, int row0, int n_rows, int d, int tid) {
+  constexpr int STEP = NTHREADS / CPR;
+  static_assert(NTHREADS % CPR == 0, "a pass of the threads covers whole rows");
+  const int r = tid / CPR, c = tid % CPR, col = c * 8;
+  const int rows = col < d ? n_rows - row0 - r : 0;
+  T* dst = s + c / 8 * LINES * 64 + r * 64;
+  const T* src = g + (row0 + r) * stride + col;
+#pragma unroll
+  for (int i = 0; i < (ROWS + STEP - 1) / STEP; ++i, src += STEP * stride) {
+    const int row = r + i * STEP;  // row & 7 folds to r & 7 when STEP is a multiple of 8
+    if (ROWS % STEP == 0 || row < ROWS)
+      cp_async16(dst + i * STEP * 64 + ((c & 7) ^ (row & 7)) * 8, src, i * STEP < rows ? 16 : 0);
+  }
+}
 
 // mbarriers in shared memory (the producer-warp pipeline of the attention forward): init with the arrivals a
 // phase takes; arrive; arrive when this thread's cp.async copies issued so far land (noinc: the init count holds

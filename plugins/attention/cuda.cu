@@ -271,25 +271,6 @@ static_assert(HEAD_DIM % 64 == 0 && (BLOCK_N == 32 || BLOCK_N == 64 || BLOCK_N =
               "the wgmma path takes HEAD_DIM 64 or 128 and BLOCK_N 32, 64 or 128");
 #define CB (HEAD_DIM / 64)  // 64-column blocks of a swizzled tile
 
-// Rows row0 .. row0+ROWS-1 of a matrix (as load_rows) into rows 0.. of the 128-byte-swizzled tile s [CB][LINES][64]
-// (LINES rows a column block), by NTHREADS threads, this one `tid`: chunk c of row r goes to column block c / 8, chunk
-// (c % 8) ^ (r % 8) of its line. A thread keeps one chunk column; its rows are NTHREADS / CPR apart.
-template <int ROWS, int LINES, int NTHREADS>
-__device__ __forceinline__ void load_rows_sw(T* s, const T* g, i64 stride, int row0, int n_rows, int d, int tid) {
-  constexpr int STEP = NTHREADS / CPR;
-  static_assert(NTHREADS % CPR == 0, "a pass of the threads covers whole rows");
-  const int r = tid / CPR, c = tid % CPR, col = c * 8;
-  const int rows = col < d ? n_rows - row0 - r : 0;
-  T* dst = s + c / 8 * LINES * 64 + r * 64;
-  const T* src = g + (row0 + r) * stride + col;
-#pragma unroll
-  for (int i = 0; i < (ROWS + STEP - 1) / STEP; ++i, src += STEP * stride) {
-    const int row = r + i * STEP;  // row & 7 folds to r & 7 when STEP is a multiple of 8
-    if (ROWS % STEP == 0 || row < ROWS)
-      cp_async16(dst + i * STEP * 64 + ((c & 7) ^ (row & 7)) * 8, src, i * STEP < rows ? 16 : 0);
-  }
-}
-
 // Tile shapes in 16-byte units (what a descriptor's start address counts): a stage of K or V, and a 64-column
 // block of the q tile and of a K tile.
 #define STAGE_UNITS (BLOCK_N * HEAD_DIM * 2 / 16)

@@ -34,6 +34,10 @@
 // only tiles that straddle the diagonal (and, in the dQ pass, the end of the keys) are masked. Query rows past Nq
 // read lse as +inf (P = 0), so they add nothing to dK and dV (nor to dQ); key rows past Nk of the dK/dV pass are
 // computed but not stored, and enter the dQ product as zeros (store_ds says why).
+//
+// WGMMA 1 (Hopper, compiled for sm_90a; atomic dQ, BLOCK_INNER 64, head dims 64 and 128): the dK/dV pass with
+// atomic dQ on warpgroup MMAs (../_cuda/wgmma.cuh), dkdv_wgmma below; the tiles are 128-byte swizzled instead of
+// padded. The module then holds only the delta, dK/dV-with-dQ and convert kernels.
 #ifndef BLOCK_OUTER
 #define BLOCK_OUTER 128
 #endif
@@ -49,7 +53,16 @@
 #ifndef SPLIT
 #define SPLIT 0  // the dK/dV pass's warps: 0, each owns 16·MT keys; 1, pairs of warps own 32·MT keys (below)
 #endif
+#ifndef WGMMA
+#define WGMMA 0
+#endif
 #include "../_cuda/flash.cuh"
+#if WGMMA
+#include "../_cuda/wgmma.cuh"
+#define TILE_ROW HEAD_DIM  // a shared tile's row stride, elements: swizzled, unpadded
+#else
+#define TILE_ROW LDS
+#endif
 
 #define MT (BLOCK_OUTER / (16 * WARPS))  // m16 row tiles per warp
 #define NI BLOCK_INNER
@@ -83,6 +96,16 @@ extern "C" __global__ void __launch_bounds__(256)
 #pragma unroll
   for (int w = 1; w < 8; w *= 2) sum += __shfl_xor_sync(0xffffffffu, sum, w);
   if (part == 0 && row < n_q) delta[(i64)bh * n_q + row] = sum;
+}
+
+// Rows row0 .. of a matrix into the shared tile s of ROWS rows (load_rows; WGMMA: load_rows_sw, swizzled).
+template <int ROWS>
+__device__ __forceinline__ void load_tile(T* s, const T* g, i64 stride, int row0, int n_rows, int d) {
+#if WGMMA
+  load_rows_sw<ROWS, ROWS, THREADS>(s, g, stride, row0, n_rows, d, threadIdx.x);
+#else
+  load_rows<ROWS>(s, g, stride, row0, n_rows, d);
+#endif
 }
 
 // BLOCK_INNER floats of lse and delta of query rows m0 .. into shared memory (zeros past n_q).
@@ -263,7 +286,8 @@ __device__ __forceinline__ void add_dq(const T* sds, const T* sk, float* dq, int
 // float32 (B, Hq, Nq), contiguous. dq_accum: float32 (B, Hq, Nq, d) contiguous and zeroed, for
 // attention_backward_dkdv_dq (attention_backward_dkdv ignores it). Grid: (ceil(Nk / BLOCK_OUTER), B·Hk); dynamic
 // shared memory 2·(BLOCK_OUTER + STAGES·BLOCK_INNER)·LDS elements + 2·STAGES·BLOCK_INNER floats, and
-// attention_backward_dkdv_dq BLOCK_OUTER·LDSD elements more.
+// attention_backward_dkdv_dq BLOCK_OUTER·LDSD elements more (WGMMA: rows of HEAD_DIM for LDS, BLOCK_OUTER·64
+// elements for the dSᵀ tile, 1024 bytes more to align the tiles).
 #define DKDV_PARAMS                                                                                              \
   const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, const MASK_T* __restrict__ mask,     \
       const T* __restrict__ dout, const float* __restrict__ lse, const float* __restrict__ delta,                \
@@ -283,13 +307,13 @@ __device__ __forceinline__ void add_dq(const T* sds, const T* sk, float* dq, int
 // while its first row is before the block's last key). begin() issues k and v with step 0, then one cp.async group
 // per step (empty ones too): when step it is used, groups 0 .. it are complete.
 struct DkdvSteps {
-  T* sk;          // [BLOCK_OUTER][LDS]: k, then dk on its way out
-  T* sv;          // [BLOCK_OUTER][LDS]: v, then dv
-  T* sq;          // [STAGES][NI][LDS]
-  T* sdo;         // [STAGES][NI][LDS]
+  T* sk;          // [BLOCK_OUTER][TILE_ROW]: k, then dk on its way out
+  T* sv;          // [BLOCK_OUTER][TILE_ROW]: v, then dv
+  T* sq;          // [STAGES][NI][TILE_ROW]
+  T* sdo;         // [STAGES][NI][TILE_ROW]
+  T* sds;         // [BLOCK_OUTER][LDSD]: a step's dSᵀ (atomic dQ, and dkdv_split; WGMMA: [BLOCK_OUTER][64])
   float* s_lse;   // [STAGES][NI]
   float* s_delta; // [STAGES][NI]
-  T* sds;         // [BLOCK_OUTER][LDSD]: a step's dSᵀ (atomic dQ, and dkdv_split)
   int n0, b, hk, qt0, per_head, total;
   const T* q;
   const T* dout;
@@ -305,21 +329,27 @@ struct DkdvSteps {
   __device__ __forceinline__ void load(int it, int st) const {
     const int h = head(it), m0 = row0(it);
     const i64 stats = (i64)(b * heads + h) * n_q;
-    load_rows<NI>(sq + st * NI * LDS, q + b * q_sb + h * q_sh, q_sm, m0, n_q, d);
-    load_rows<NI>(sdo + st * NI * LDS, dout + b * do_sb + h * do_sh, do_sm, m0, n_q, d);
+    load_tile<NI>(sq + st * NI * TILE_ROW, q + b * q_sb + h * q_sh, q_sm, m0, n_q, d);
+    load_tile<NI>(sdo + st * NI * TILE_ROW, dout + b * do_sb + h * do_sh, do_sm, m0, n_q, d);
     load_row_stats(s_lse + st * NI, s_delta + st * NI, lse + stats, delta + stats, m0, n_q);
   }
 };
 
 __device__ __forceinline__ DkdvSteps dkdv_begin(unsigned char* smem, DKDV_PARAMS) {
   DkdvSteps s;
+#if WGMMA
+  s.sk = reinterpret_cast<T*>(smem + (1024 - smem_addr(smem) % 1024) % 1024);  // every tile 1024-byte aligned
+  s.sds = s.sk + 2 * (BLOCK_OUTER + STAGES * NI) * TILE_ROW;
+  s.s_lse = reinterpret_cast<float*>(s.sds + BLOCK_OUTER * 64);
+#else
   s.sk = reinterpret_cast<T*>(smem);
-  s.sv = s.sk + BLOCK_OUTER * LDS;
-  s.sq = s.sv + BLOCK_OUTER * LDS;
-  s.sdo = s.sq + STAGES * NI * LDS;
-  s.s_lse = reinterpret_cast<float*>(s.sdo + STAGES * NI * LDS);
+  s.s_lse = reinterpret_cast<float*>(s.sk + 2 * (BLOCK_OUTER + STAGES * NI) * TILE_ROW);
+  s.sds = reinterpret_cast<T*>(s.s_lse + 2 * STAGES * NI);  // last: the pass without it has no room for it
+#endif
+  s.sv = s.sk + BLOCK_OUTER * TILE_ROW;
+  s.sq = s.sv + BLOCK_OUTER * TILE_ROW;
+  s.sdo = s.sq + STAGES * NI * TILE_ROW;
   s.s_delta = s.s_lse + STAGES * NI;
-  s.sds = reinterpret_cast<T*>(s.s_delta + STAGES * NI);
   s.n0 = blockIdx.x * BLOCK_OUTER;
   s.b = blockIdx.y / kv_heads;
   s.hk = blockIdx.y % kv_heads;
@@ -330,8 +360,8 @@ __device__ __forceinline__ DkdvSteps dkdv_begin(unsigned char* smem, DKDV_PARAMS
   s.q = q, s.dout = dout, s.lse = lse, s.delta = delta;
   s.q_sb = q_sb, s.q_sh = q_sh, s.q_sm = q_sm, s.do_sb = do_sb, s.do_sh = do_sh, s.do_sm = do_sm;
   s.heads = heads, s.group = group, s.n_q = n_q, s.d = d;
-  load_rows<BLOCK_OUTER>(s.sk, k + s.b * k_sb + s.hk * k_sh, k_sn, s.n0, n_k, d);
-  load_rows<BLOCK_OUTER>(s.sv, v + s.b * v_sb + s.hk * v_sh, v_sn, s.n0, n_k, d);
+  load_tile<BLOCK_OUTER>(s.sk, k + s.b * k_sb + s.hk * k_sh, k_sn, s.n0, n_k, d);
+  load_tile<BLOCK_OUTER>(s.sv, v + s.b * v_sb + s.hk * v_sh, v_sn, s.n0, n_k, d);
 #pragma unroll
   for (int st = 0; st < STAGES - 1; ++st) {
     if (st < s.total) s.load(st, st);
@@ -518,8 +548,183 @@ __device__ __forceinline__ void dkdv_split(unsigned char* smem, DKDV_PARAMS) {
 #define DKDV_PASS dkdv_pass
 #endif
 
+#if WGMMA
+// --- WGMMA: the dK/dV pass with atomic dQ on warpgroup MMAs ----------------------------------------------------
+// Each warpgroup (4 warps) owns 64 keys of the block (BLOCK_OUTER = 16·WARPS) and a step is 64 query rows. Per
+// step, in a warpgroup's keys × queries accumulators (warp w of it holds rows 16w.. as mma.sync's C fragments, so
+// mask_scores, probabilities_t and score_grads_t work on them unchanged):
+//   Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ (ss: the warpgroup's K or V rows and the step's q or dO tile, all K-major), issued
+//   together as two groups;
+//   once Sᵀ lands: Pᵀ, and dV += Pᵀ·dO issued (rs: Pᵀ packed to T in registers, dO MN-major), which runs while
+//   dSᵀ = Pᵀ∘(dPᵀ − delta) is computed once dPᵀ lands; dK += dSᵀ·Q issued the same way;
+//   dSᵀ (T, rounded as dK takes it) into the swizzled tile sds, and after a barrier of the block, dQ's share of
+//   the step: dS·K over all the block's keys (ss, both MN-major: sds read transposed as A, the K tile as B), the
+//   head dim split over the warpgroups (DQ_N columns each), added to dq_accum by float32 REDs.
+// One block barrier a step frees the stage of the step before (every wgmma that read it has been waited for).
+#define NWG (WARPS / 4)
+#define DQ_N (HEAD_DIM / NWG)                  // dQ columns a warpgroup
+#define OUTER_BLOCK_UNITS (BLOCK_OUTER * 128 / 16)  // a 64-column block of the K or V tile, in 16-byte units
+#define INNER_BLOCK_UNITS (NI * 128 / 16)           // of a q or dO tile
+#define STEP_UNITS (NI * HEAD_DIM * 2 / 16)         // a stage of q or dO
+static_assert(MT == 1 && NI == 64 && HEAD_DIM % 64 == 0 && (NWG == 1 || NWG == 2) && !SPLIT,
+              "WGMMA: 64 keys a warpgroup (BLOCK_OUTER = 16·WARPS, 4 or 8 warps), 64-row steps, head dims 64 and 128");
+static_assert(BLOCK_OUTER * LDS <= 2 * STAGES * NI * HEAD_DIM, "dK and dV are staged in the q and dO stages");
+
+// acc = A·Bᵀ over the head dim, A and B K-major swizzled tiles by descriptor (64-column blocks a_block and b_block
+// 16-byte units apart; step kk is 32 bytes along the lines of block kk / 4).
+template <int H>
+__device__ __forceinline__ void issue_kmajor(float (&acc)[H], u64 a, int a_block, u64 b, int b_block) {
+#pragma unroll
+  for (int kk = 0; kk < KD; ++kk) {
+    const int step = kk % 4 * 2;
+    wgmma_ss(acc, a + kk / 4 * a_block + step, b + kk / 4 * b_block + step, kk > 0, T{});
+  }
+}
+
+// acc += A·B over a step's 64 queries: A packed in registers (pack_p of a keys × queries tile), B the step's q
+// or dO tile by an MN-major descriptor (queries 16c.. are lines 16c.. of every column block).
+__device__ __forceinline__ void issue_queries(float (&acc)[ND * 4], const unsigned (&a)[1][NI / 16][4], u64 b) {
+#pragma unroll
+  for (int c = 0; c < NI / 16; ++c) wgmma_rs(acc, a[0][c], b + c * 16 * 128 / 16, T{});
+}
+
+// A warp's dSᵀ (16 keys from row `wrow` of the block × the step's 64 queries) rounded to T into the swizzled tile
+// sds [BLOCK_OUTER][64] (chunk c of row r at c ^ r % 8; a warp's 4-byte stores hit 32 distinct banks); keys past
+// n_k go in as zeros, as store_ds says why.
+__device__ __forceinline__ void store_ds_sw(const float (&ds)[1][NT][4], T* sds, int wrow, int n0, int n_k) {
+  const int lane = threadIdx.x % 32, g = lane / 4;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = wrow + g + 8 * r;
+    const bool ok = n0 + row < n_k;
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+      *reinterpret_cast<unsigned*>(sds + row * 64 + (j ^ g) * 8 + lane % 4 * 2) =
+          ok ? pack_pair(ds[0][j][2 * r], ds[0][j][2 * r + 1], T{}) : 0u;
+  }
+}
+
+// A warpgroup's dQ share (the step's 64 rows from m0 × DQ_N columns from col0; accumulators as wgmma_ss's: warp w
+// of the warpgroup holds rows 16w + g, +8 and columns 8j + 2t, +1) added to dq (rows of d floats); rows ≥ n_q
+// and columns ≥ d are not added.
+__device__ __forceinline__ void add_dq_wg(const float (&acc)[DQ_N / 2], float* dq, int m0, int col0, int n_q, int d) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32 % 4;
+  const bool full = m0 + NI <= n_q && d == HEAD_DIM;  // the common case: no check per add
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = m0 + warp * 16 + lane / 4 + 8 * r;
+    if (!full && row >= n_q) continue;
+    float* at = dq + (i64)row * d + col0 + lane % 4 * 2;
+#pragma unroll
+    for (int j = 0; j < DQ_N / 8; ++j)
+      if (full || col0 + j * 8 + lane % 4 * 2 < d) red_add2(at + j * 8, acc[4 * j + 2 * r], acc[4 * j + 2 * r + 1]);
+  }
+}
+
+__device__ __forceinline__ void dkdv_wgmma(unsigned char* smem, DKDV_PARAMS) {
+  const DkdvSteps steps = dkdv_begin(smem, DKDV_ARGS);
+  T *sk = steps.sk, *sv = steps.sv, *sq = steps.sq, *sdo = steps.sdo, *sds = steps.sds;
+  const float *s_lse = steps.s_lse, *s_delta = steps.s_delta;
+  const int warp = threadIdx.x / 32, wg = warp / 4;
+  const int n0 = steps.n0, b = steps.b, hk = steps.hk, total = steps.total;
+  const int wrow = warp * 16, col0 = wg * DQ_N;
+
+  // Descriptors (steps and stages move only the start address): the warpgroup's K and V rows (K-major A); a
+  // stage's q and dO tiles as K-major B (Sᵀ, dPᵀ) and as MN-major B (dK, dV: 64-column blocks NI lines apart);
+  // dSᵀ as MN-major A (one 64-query block) and the K tile from column col0 as MN-major B (dQ).
+  const u64 k_desc = sw128_desc(sk + wg * 64 * 64, 16), v_desc = sw128_desc(sv + wg * 64 * 64, 16);
+  const u64 q_rows = sw128_desc(sq, 16), do_rows = sw128_desc(sdo, 16);
+  const u64 q_cols = sw128_desc(sq, NI * 128), do_cols = sw128_desc(sdo, NI * 128);
+  const u64 ds_desc = sw128_desc(sds, NI * 128);
+  const u64 kq_desc = sw128_desc(sk + col0 / 64 * BLOCK_OUTER * 64 + col0 % 64, BLOCK_OUTER * 128);
+
+  float dk_acc[1][ND][4], dv_acc[1][ND][4];
+  zero(dk_acc);
+  zero(dv_acc);
+  float (&dk_flat)[ND * 4] = reinterpret_cast<float (&)[ND * 4]>(dk_acc);
+  float (&dv_flat)[ND * 4] = reinterpret_cast<float (&)[ND * 4]>(dv_acc);
+  for (int it = 0; it < total; ++it) {
+    cp_async_wait<STAGES - 2>();  // step it landed (this thread's chunks), for the wgmma reads after the barrier,
+    fence_proxy_async();          // which also frees the stage and sds of step it-1
+    __syncthreads();
+    const int next = it + STAGES - 1;
+    if (next < total) steps.load(next, next % STAGES);
+    cp_async_commit();
+
+    const int st = it % STAGES, stage = st * STEP_UNITS, h = steps.head(it), m0 = steps.row0(it);
+    const float* t_lse = s_lse + st * NI;
+    const float* t_delta = s_delta + st * NI;
+    const AttnMask am{mask + b * mask_sb + h * mask_sh, mask_sm, mask_sn};
+
+    float p[1][NT][4], ds[1][NT][4];  // Sᵀ then Pᵀ, dPᵀ then dSᵀ: keys n0 + wrow + g + 8r, queries m0 + 8j + 2t + e%2
+    float (&p_flat)[NT * 4] = reinterpret_cast<float (&)[NT * 4]>(p);
+    float (&ds_flat)[NT * 4] = reinterpret_cast<float (&)[NT * 4]>(ds);
+    wgmma_fence();
+    issue_kmajor(p_flat, k_desc, OUTER_BLOCK_UNITS, q_rows + stage, INNER_BLOCK_UNITS);
+    wgmma_commit();
+    issue_kmajor(ds_flat, v_desc, OUTER_BLOCK_UNITS, do_rows + stage, INNER_BLOCK_UNITS);
+    wgmma_commit();
+    wgmma_wait<1>();
+    fence_operands(p_flat);
+    if (CAUSAL && m0 < n0 + BLOCK_OUTER - 1) {
+      mask_scores<true, true, 1, NI>(p, n0 + wrow, m0, n_q, n_k, scale_log2, am);
+    } else {
+      mask_scores<false, true, 1, NI>(p, n0 + wrow, m0, n_q, n_k, scale_log2, am);
+    }
+    probabilities_t<1, NI>(p, t_lse, m0, n_q);
+    unsigned pa[1][NI / 16][4];
+    pack_p<1, NI>(pa, p);
+    wgmma_fence();
+    issue_queries(dv_flat, pa, do_cols + stage);
+    wgmma_commit();
+
+    wgmma_wait<1>();  // dPᵀ (dV may still run)
+    fence_operands(ds_flat);
+    score_grads_t<1, NI>(ds, p, t_delta);
+    store_ds_sw(ds, sds, wrow, n0, n_k);
+    unsigned dsa[1][NI / 16][4];
+    pack_p<1, NI>(dsa, ds);
+    wgmma_fence();
+    issue_queries(dk_flat, dsa, q_cols + stage);
+    wgmma_commit();
+
+    fence_proxy_async();  // this thread's dSᵀ stores, for the dQ product's reads after the barrier
+    named_barrier(1, THREADS);
+    float dq[DQ_N / 2];
+    wgmma_fence();
+#pragma unroll
+    for (int kc = 0; kc < BLOCK_OUTER / 16; ++kc)
+      wgmma_ss<1, 1>(dq, ds_desc + kc * 16 * 128 / 16, kq_desc + kc * 16 * 128 / 16, kc > 0, T{});
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_operands(dq);
+    fence_operands(dk_flat);
+    fence_operands(dv_flat);
+    fence_operands(pa);
+    fence_operands(dsa);
+    add_dq_wg(dq, dq_accum + (i64)(b * heads + h) * n_q * d, m0, col0, n_q, d);
+  }
+  cp_async_wait<0>();
+  __syncthreads();  // no wgmma reads the tiles any more, and the q and dO stages are free
+
+  // A warp stages its rows of dK, then of dV, in its own rows (of LDS) of the q and dO stages.
+  T* stage = sq + wrow * LDS;
+  scale_rows<1>(dk_acc, scale);
+  store_rows<1>(dk_acc, stage, dk + b * dk_sb + hk * dk_sh, dk_sn, n0 + wrow, n_k, d);
+  __syncwarp();
+  store_rows<1>(dv_acc, stage, dv + b * dv_sb + hk * dv_sh, dv_sn, n0 + wrow, n_k, d);
+}
+#endif  // WGMMA
+
+#if WGMMA
+extern "C" __global__ void __launch_bounds__(THREADS, 1) attention_backward_dkdv_dq(DKDV_PARAMS) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  dkdv_wgmma(smem, DKDV_ARGS);
+}
+#else
 extern "C" __global__ void __launch_bounds__(THREADS) attention_backward_dkdv(DKDV_PARAMS) { DKDV_BODY(false); }
 extern "C" __global__ void __launch_bounds__(THREADS) attention_backward_dkdv_dq(DKDV_PARAMS) { DKDV_BODY(true); }
+#endif
 
 // dq = dq_accum·scale rounded to T, 8 columns a thread (two 16-byte loads, one 16-byte store). dq_accum: float32
 // (B, Hq, Nq, d) contiguous; dq (B, Hq, Nq, d) at its strides, as q's. Grid: (ceil(Nq·d/8 / 256), B·Hq).
@@ -536,6 +741,7 @@ extern "C" __global__ void __launch_bounds__(256)
                  pack_pair(y.x * scale, y.y * scale, T{}), pack_pair(y.z * scale, y.w * scale, T{}));
 }
 
+#if !WGMMA
 // Arguments as attention_backward_dkdv's, with dq (like q) for dk, dv and dq_accum. Grid: (ceil(Nq / BLOCK_OUTER),
 // B·Hq); dynamic shared memory 2·(BLOCK_OUTER + STAGES·BLOCK_INNER)·LDS elements.
 extern "C" __global__ void __launch_bounds__(THREADS)
@@ -628,3 +834,4 @@ extern "C" __global__ void __launch_bounds__(THREADS)
   scale_rows<MT>(dq_acc, scale);
   store_rows<MT>(dq_acc, sq + wrow * LDS, dq + b * dq_sb + h * dq_sh, dq_sm, m0 + wrow, n_q, d);
 }
+#endif  // !WGMMA

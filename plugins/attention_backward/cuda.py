@@ -4,7 +4,8 @@
 them): "pass", a pass of its own per block of BLOCK_OUTER query rows looping over key tiles of BLOCK_INNER
 (7 matrix products per pair of tiles, deterministic), or "atomic", each dK/dV step also adding its dS·K to
 float32 sums that a last kernel scales into dq (5 products, summation order unspecified). P is recomputed from
-the forward's lse. Same dtypes, head dims, masks and layouts as the forward's cuda plugin.
+the forward's lse. Same dtypes, head dims, masks and layouts as the forward's cuda plugin. WGMMA 1 (Hopper):
+the dK/dV pass with atomic dQ on warpgroup MMAs.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from kernelzoo.registry import Call
 from ..attention.cuda import (
     LOG2E,
     STATE_REGISTERS,
+    WGMMA_HEAD_DIMS,
     aligned_rows,
     call_defines,
     check_fit,
@@ -28,6 +30,7 @@ from ..attention.cuda import (
     mask_args,
     plan_key,
     row_tiles,
+    sm90,
     strides,
     unsupported,
 )
@@ -46,17 +49,20 @@ class AttentionBackwardCuda(CudaImplementation):
     # the registers (STATE_REGISTERS) or whose tiles overflow shared memory are rejected.
     # SPLIT: the dK/dV pass's warps own 16·MT keys each (0), or pairs of them 32·MT keys, a head-dim half each (1:
     # fewer shared-memory reads a step, head dims that are multiples of 32).
+    # WGMMA 1 (sm_90 devices, compiled for sm_90a): the dK/dV pass with atomic dQ on warpgroup MMAs, 64 keys a
+    # warpgroup (BLOCK_OUTER = 16·WARPS) and 64-row steps, at head dims 64 and 128 (cuda.cu).
     config_space = {"BLOCK_OUTER": [64, 128], "BLOCK_INNER": [32, 64], "WARPS": [4, 8], "STAGES": [2, 3],
-                    "DQ": ["pass", "atomic"], "SPLIT": [0, 1]}
+                    "DQ": ["pass", "atomic"], "SPLIT": [0, 1], "WGMMA": [0, 1]}
     # 8 warps of 16 rows, 64-row steps: at head dim 128 the dK/dV pass with atomic dQ takes 255 registers and
     # 157 KiB (no spill; 24 bytes with an additive attn_mask; -Xptxas -v, NVRTC 13.5, sm_90), 170-219 at 64;
     # valid for every head dim up to 128. On the H100 (B=4 H=32 N=4096, 2026-11-26) it ran 0.83-0.90× FA2's
     # backward, against 0.70-0.78× for the 32-row steps that were the default before (docs/perf/attention-cuda.md).
     # DQ "atomic": 5 products for 7. A call given it runs head_dim_defaults (below) where they fit.
-    default_config = {"BLOCK_OUTER": 128, "BLOCK_INNER": 64, "WARPS": 8, "STAGES": 2, "DQ": "atomic", "SPLIT": 0}
+    default_config = {"BLOCK_OUTER": 128, "BLOCK_INNER": 64, "WARPS": 8, "STAGES": 2, "DQ": "atomic", "SPLIT": 0,
+                      "WGMMA": 0}
     # dQ by its own pass, so that a short search times both strategies; and 4 warps of 32 rows with 32-row
     # steps, the fastest at head dim 64 in the same run (1.00-1.07× FA2), where its tile state fits
-    tuning_seeds = ({"DQ": "pass"}, {"WARPS": 4, "BLOCK_INNER": 32}, {"SPLIT": 1})
+    tuning_seeds = ({"WGMMA": 1}, {"DQ": "pass"}, {"WARPS": 4, "BLOCK_INNER": 32}, {"SPLIT": 1})
     # A call given the default runs, where it fits, what the tuner chose at every shipped key of its kernel head
     # dim (H100, B=4 and 1, H=32, N 1024-16384, causal and not, 2026-11-27: 12 of 12 keys): 4 warps of 32 rows
     # with 32-row steps at 64 (1.03-1.17× FA2 at N ≤ 4096), pairs of warps (SPLIT 1) at 128; else the default.
@@ -65,12 +71,35 @@ class AttentionBackwardCuda(CudaImplementation):
     def supports(self, call: Call) -> str | None:
         return super().supports(call) or unsupported(call)
 
+    def target(self, config: Mapping[str, Any], arch: str) -> str:
+        return "sm_90a" if config.get("WGMMA") else arch
+
     def defines(self, dtype: torch.dtype, config: Mapping[str, Any]) -> dict[str, int | float | str]:
         # DQ picks the kernels to launch, not their code: both strategies share one module
         return {k: v for k, v in super().defines(dtype, config).items() if k != "DQ"}
 
+    def wgmma_shared_memory(self, call: Call, config: Mapping[str, Any]) -> dict[str, int]:
+        """shared_memory() of a WGMMA config: 1024 bytes to align the tiles, the k and v tiles, STAGES × (q, dO)
+        tiles, swizzled (no padding), a step's dSᵀ (outer keys × 64 queries), and lse and delta."""
+        hd, outer, inner = kernel_head_dim(call.inputs["q"].shape[3]), config["BLOCK_OUTER"], config["BLOCK_INNER"]
+        if call.device.type == "cuda" and not sm90(call.device):
+            raise UnsupportedError(f"{self.key}: WGMMA runs on sm_90 (Hopper) devices only")
+        if hd not in WGMMA_HEAD_DIMS:
+            raise UnsupportedError(f"{self.key}: WGMMA takes head dims {WGMMA_HEAD_DIMS}, not {hd}")
+        if outer != 16 * config["WARPS"] or inner != 64 or config["DQ"] != "atomic" or config["SPLIT"]:
+            raise UnsupportedError(f"{self.key}: WGMMA runs 64 keys a warpgroup (BLOCK_OUTER = 16·WARPS), 64-row "
+                                   f"steps, atomic dQ and SPLIT 0, not {config}")
+        stages = config["STAGES"]
+        shared = 1024 + 2 * hd * (2 * outer + 2 * stages * inner) + 2 * outer * 64 + 8 * stages * inner
+        # dK, dV hd/2 each a thread, Sᵀ and dPᵀ inner/2 each: as the mma.sync pass's one row tile
+        check_fit(self.key, config, call, hd + inner, STATE_REGISTERS["backward"], shared)
+        return {"attention_backward_delta": 0, "attention_backward_dkdv_dq": shared,
+                "attention_backward_dq_convert": 0}
+
     def shared_memory(self, call: Call, config: Mapping[str, Any]) -> dict[str, int]:
         """Dynamic shared-memory bytes per kernel of ``config`` for ``call``, once the config fits the call."""
+        if config.get("WGMMA"):
+            return self.wgmma_shared_memory(call, config)
         hd, outer, inner = kernel_head_dim(call.inputs["q"].shape[3]), config["BLOCK_OUTER"], config["BLOCK_INNER"]
         # k and v (dK/dV) or q and dO (dQ) tiles of outer rows, STAGES × two tiles of inner rows, rows of hd + 8;
         # the dK/dV pass adds lse and delta for STAGES × inner rows, and with atomic dQ a step's dSᵀ (outer rows
