@@ -130,6 +130,20 @@ __device__ __forceinline__ void mbar_arrive_expect(u64* bar, unsigned bytes) {
                : "memory");
 }
 
+// Bulk reductions by the TMA unit: dst[i] += src[i] for bytes / 4 floats, dst in global and src in shared memory
+// (16-byte aligned, bytes a multiple of 16), issued into this thread's bulk async-group; bulk_commit closes the
+// group; bulk_wait_read<N> waits until at most N of this thread's groups still read their shared memory, bulk_wait<N>
+// until at most N are incomplete.
+__device__ __forceinline__ void bulk_reduce_add(float* dst, const float* src, unsigned bytes) {
+  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n"
+               ::"l"(dst), "r"(smem_addr(src)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory"); }
+template <int N>
+__device__ __forceinline__ void bulk_wait() { asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory"); }
+
 // A CUtensorMap (the driver's cuTensorMapEncodeTiled fills it on the host; a kernel takes it by value as a
 // __grid_constant__ parameter): 128 opaque bytes, 64-byte aligned.
 struct __align__(64) TensorMap {

@@ -287,7 +287,7 @@ __device__ __forceinline__ void add_dq(const T* sds, const T* sk, float* dq, int
 // attention_backward_dkdv_dq (attention_backward_dkdv ignores it). Grid: (ceil(Nk / BLOCK_OUTER), B·Hk); dynamic
 // shared memory 2·(BLOCK_OUTER + STAGES·BLOCK_INNER)·LDS elements + 2·STAGES·BLOCK_INNER floats, and
 // attention_backward_dkdv_dq BLOCK_OUTER·LDSD elements more (WGMMA: rows of HEAD_DIM for LDS, BLOCK_OUTER·64
-// elements for the dSᵀ tile, 1024 bytes more to align the tiles).
+// elements for the dSᵀ tile, 1024 bytes more to align the tiles, and BLOCK_INNER·(HEAD_DIM + 8) floats for dQ's).
 #define DKDV_PARAMS                                                                                              \
   const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, const MASK_T* __restrict__ mask,     \
       const T* __restrict__ dout, const float* __restrict__ lse, const float* __restrict__ delta,                \
@@ -559,13 +559,22 @@ __device__ __forceinline__ void dkdv_split(unsigned char* smem, DKDV_PARAMS) {
 //   dSᵀ = Pᵀ∘(dPᵀ − delta) is computed once dPᵀ lands; dK += dSᵀ·Q issued the same way;
 //   dSᵀ (T, rounded as dK takes it) into the swizzled tile sds, and after a barrier of the block, dQ's share of
 //   the step: dS·K over all the block's keys (ss, both MN-major: sds read transposed as A, the K tile as B), the
-//   head dim split over the warpgroups (DQ_N columns each), added to dq_accum by float32 REDs.
+//   head dim split over the warpgroups (DQ_N columns each), stored to shared memory in the accumulators' own
+//   order (below), from which the TMA unit adds it to dq_accum, one bulk reduction a warpgroup.
 // One block barrier a step frees the stage of the step before (every wgmma that read it has been waited for).
+//
+// dq_accum holds each 64-row tile of a head's dQ in that order: (B, Hq, ceil(Nq / 64), 64·HEAD_DIM) float32, a
+// warpgroup's share of a tile a contiguous chunk of DQ_CHUNK floats, in which thread τ's accumulators 4κ .. 4κ+3
+// lie at floats 4·(128κ + τ) (16-byte stores, a warp's consecutive: no bank conflict). The convert kernel puts
+// the rows and columns back. The bulk reductions replace 8-byte REDs, 16 a thread a step at head dim 128, which
+// cost 28% of the pass's time (B=4 H=32 N=4096: 371 against 513 TFLOP/s without them, H100, 2026-11-27); one
+// reduction a row from a padded tile was slower still (287).
 #define NWG (WARPS / 4)
 #define DQ_N (HEAD_DIM / NWG)                  // dQ columns a warpgroup
 #define OUTER_BLOCK_UNITS (BLOCK_OUTER * 128 / 16)  // a 64-column block of the K or V tile, in 16-byte units
 #define INNER_BLOCK_UNITS (NI * 128 / 16)           // of a q or dO tile
 #define STEP_UNITS (NI * HEAD_DIM * 2 / 16)         // a stage of q or dO
+#define DQ_CHUNK (NI * DQ_N)  // floats of a warpgroup's dQ share of a step
 static_assert(MT == 1 && NI == 64 && HEAD_DIM % 64 == 0 && (NWG == 1 || NWG == 2) && !SPLIT,
               "WGMMA: 64 keys a warpgroup (BLOCK_OUTER = 16·WARPS, 4 or 8 warps), 64-row steps, head dims 64 and 128");
 static_assert(BLOCK_OUTER * LDS <= 2 * STAGES * NI * HEAD_DIM, "dK and dV are staged in the q and dO stages");
@@ -604,21 +613,13 @@ __device__ __forceinline__ void store_ds_sw(const float (&ds)[1][NT][4], T* sds,
   }
 }
 
-// A warpgroup's dQ share (the step's 64 rows from m0 × DQ_N columns from col0; accumulators as wgmma_ss's: warp w
-// of the warpgroup holds rows 16w + g, +8 and columns 8j + 2t, +1) added to dq (rows of d floats); rows ≥ n_q
-// and columns ≥ d are not added.
-__device__ __forceinline__ void add_dq_wg(const float (&acc)[DQ_N / 2], float* dq, int m0, int col0, int n_q, int d) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32 % 4;
-  const bool full = m0 + NI <= n_q && d == HEAD_DIM;  // the common case: no check per add
+// A warpgroup's dQ share of a step (accumulators as wgmma_ss's) into its chunk of shared memory, in their order.
+__device__ __forceinline__ void store_dq(const float (&acc)[DQ_N / 2], float* chunk) {
+  const int tid = threadIdx.x % 128;
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = m0 + warp * 16 + lane / 4 + 8 * r;
-    if (!full && row >= n_q) continue;
-    float* at = dq + (i64)row * d + col0 + lane % 4 * 2;
-#pragma unroll
-    for (int j = 0; j < DQ_N / 8; ++j)
-      if (full || col0 + j * 8 + lane % 4 * 2 < d) red_add2(at + j * 8, acc[4 * j + 2 * r], acc[4 * j + 2 * r + 1]);
-  }
+  for (int k = 0; k < DQ_N / 8; ++k)
+    *reinterpret_cast<float4*>(chunk + 4 * (128 * k + tid)) =
+        make_float4(acc[4 * k], acc[4 * k + 1], acc[4 * k + 2], acc[4 * k + 3]);
 }
 
 __device__ __forceinline__ void dkdv_wgmma(unsigned char* smem, DKDV_PARAMS) {
@@ -628,6 +629,9 @@ __device__ __forceinline__ void dkdv_wgmma(unsigned char* smem, DKDV_PARAMS) {
   const int warp = threadIdx.x / 32, wg = warp / 4;
   const int n0 = steps.n0, b = steps.b, hk = steps.hk, total = steps.total;
   const int wrow = warp * 16, col0 = wg * DQ_N;
+  float* sdq = steps.s_delta + STAGES * NI + wg * DQ_CHUNK;  // the warpgroup's dQ share, on its way to dq_accum
+  const bool reducer = threadIdx.x % 128 == 0;  // the thread of its warpgroup that issues the bulk reductions
+  const int m_tiles = (n_q + NI - 1) / NI;
 
   // Descriptors (steps and stages move only the start address): the warpgroup's K and V rows (K-major A); a
   // stage's q and dO tiles as K-major B (Sᵀ, dPᵀ) and as MN-major B (dK, dV: 64-column blocks NI lines apart);
@@ -689,6 +693,7 @@ __device__ __forceinline__ void dkdv_wgmma(unsigned char* smem, DKDV_PARAMS) {
     wgmma_commit();
 
     fence_proxy_async();  // this thread's dSᵀ stores, for the dQ product's reads after the barrier
+    if (reducer) bulk_wait_read<0>();  // the last step's reductions have read sdq: it is free past the barrier
     named_barrier(1, THREADS);
     float dq[DQ_N / 2];
     wgmma_fence();
@@ -702,8 +707,16 @@ __device__ __forceinline__ void dkdv_wgmma(unsigned char* smem, DKDV_PARAMS) {
     fence_operands(dv_flat);
     fence_operands(pa);
     fence_operands(dsa);
-    add_dq_wg(dq, dq_accum + (i64)(b * heads + h) * n_q * d, m0, col0, n_q, d);
+    store_dq(dq, sdq);
+    fence_proxy_async();  // the stores, for the bulk reduction's reads
+    named_barrier(2 + wg, 128);
+    if (reducer) {
+      bulk_reduce_add(dq_accum + ((i64)(b * heads + h) * m_tiles + m0 / NI) * NI * HEAD_DIM + wg * DQ_CHUNK, sdq,
+                      DQ_CHUNK * 4);
+      bulk_commit();
+    }
   }
+  if (reducer) bulk_wait<0>();  // nothing in flight at exit
   cp_async_wait<0>();
   __syncthreads();  // no wgmma reads the tiles any more, and the q and dO stages are free
 
@@ -726,6 +739,36 @@ extern "C" __global__ void __launch_bounds__(THREADS) attention_backward_dkdv(DK
 extern "C" __global__ void __launch_bounds__(THREADS) attention_backward_dkdv_dq(DKDV_PARAMS) { DKDV_BODY(true); }
 #endif
 
+#if WGMMA
+// dq = dq_accum·scale rounded to T, from dkdv_wgmma's order: a thread takes one 16-float run of a tile's chunk,
+// warpgroup w's accumulators 4κ .. 4κ+3 of threads τ = 32·ww + 4g + t, t = 0..3 (four 16-byte loads), i.e. rows
+// 16·ww + g and + 8, columns w·DQ_N + 8κ .. + 7 of the tile (two 16-byte stores). dq_accum: float32 (B, Hq,
+// ceil(Nq / 64), 64·HEAD_DIM); dq (B, Hq, Nq, d) at its strides. Grid: (ceil(ceil(Nq / 64)·4·HEAD_DIM / 256), B·Hq).
+extern "C" __global__ void __launch_bounds__(256)
+    attention_backward_dq_convert(const float* __restrict__ dq_accum, T* __restrict__ dq, i64 dq_sb, i64 dq_sh,
+                                  i64 dq_sm, int heads, int n_q, int d, float scale) {
+  constexpr int RUNS = NI * HEAD_DIM / 16;  // a tile's
+  const int m_tiles = (n_q + NI - 1) / NI, i = blockIdx.x * 256 + threadIdx.x;
+  if (i >= m_tiles * RUNS) return;
+  const int run = i % RUNS, w = run / (DQ_CHUNK / 16), kappa = run / 32 % (DQ_N / 8), ww = run % 32 / 8, g = run % 8;
+  const int row = i / RUNS * NI + ww * 16 + g, col = w * DQ_N + kappa * 8;
+  const int bh = blockIdx.y, b = bh / heads, h = bh % heads;
+  if (col >= d) return;
+  const float4* src = reinterpret_cast<const float4*>(dq_accum + ((i64)bh * m_tiles * RUNS + i) * 16);
+  float4 x[4];
+#pragma unroll
+  for (int t = 0; t < 4; ++t) x[t] = src[t];
+  T* out = dq + b * dq_sb + h * dq_sh + col;
+  if (row < n_q)
+    *reinterpret_cast<uint4*>(out + row * dq_sm) =
+        make_uint4(pack_pair(x[0].x * scale, x[0].y * scale, T{}), pack_pair(x[1].x * scale, x[1].y * scale, T{}),
+                   pack_pair(x[2].x * scale, x[2].y * scale, T{}), pack_pair(x[3].x * scale, x[3].y * scale, T{}));
+  if (row + 8 < n_q)
+    *reinterpret_cast<uint4*>(out + (row + 8) * dq_sm) =
+        make_uint4(pack_pair(x[0].z * scale, x[0].w * scale, T{}), pack_pair(x[1].z * scale, x[1].w * scale, T{}),
+                   pack_pair(x[2].z * scale, x[2].w * scale, T{}), pack_pair(x[3].z * scale, x[3].w * scale, T{}));
+}
+#else
 // dq = dq_accum·scale rounded to T, 8 columns a thread (two 16-byte loads, one 16-byte store). dq_accum: float32
 // (B, Hq, Nq, d) contiguous; dq (B, Hq, Nq, d) at its strides, as q's. Grid: (ceil(Nq·d/8 / 256), B·Hq).
 extern "C" __global__ void __launch_bounds__(256)
@@ -740,6 +783,7 @@ extern "C" __global__ void __launch_bounds__(256)
       make_uint4(pack_pair(x.x * scale, x.y * scale, T{}), pack_pair(x.z * scale, x.w * scale, T{}),
                  pack_pair(y.x * scale, y.y * scale, T{}), pack_pair(y.z * scale, y.w * scale, T{}));
 }
+#endif
 
 #if !WGMMA
 // Arguments as attention_backward_dkdv's, with dq (like q) for dk, dv and dq_accum. Grid: (ceil(Nq / BLOCK_OUTER),

@@ -37,7 +37,8 @@ from ..attention.cuda import (
 from . import gradients_like, trivial_backward
 
 DELTA_ROWS = 32  # rows per block of the delta kernel (256 threads, 8 a row)
-CONVERT_CHUNKS = 256  # 8-column chunks of dq per block of the convert kernel, a thread each
+CONVERT_CHUNKS = 256  # threads per block of the convert kernel
+WGMMA_ROWS = 64  # the query rows of a step of the WGMMA dK/dV pass: dq_accum's tiles
 
 
 class AttentionBackwardCuda(CudaImplementation):
@@ -80,7 +81,8 @@ class AttentionBackwardCuda(CudaImplementation):
 
     def wgmma_shared_memory(self, call: Call, config: Mapping[str, Any]) -> dict[str, int]:
         """shared_memory() of a WGMMA config: 1024 bytes to align the tiles, the k and v tiles, STAGES × (q, dO)
-        tiles, swizzled (no padding), a step's dSᵀ (outer keys × 64 queries), and lse and delta."""
+        tiles, swizzled (no padding), a step's dSᵀ (outer keys × 64 queries), lse and delta, and a step's dQ
+        (64 × hd float32)."""
         hd, outer, inner = kernel_head_dim(call.inputs["q"].shape[3]), config["BLOCK_OUTER"], config["BLOCK_INNER"]
         if call.device.type == "cuda" and not sm90(call.device):
             raise UnsupportedError(f"{self.key}: WGMMA runs on sm_90 (Hopper) devices only")
@@ -90,7 +92,8 @@ class AttentionBackwardCuda(CudaImplementation):
             raise UnsupportedError(f"{self.key}: WGMMA runs 64 keys a warpgroup (BLOCK_OUTER = 16·WARPS), 64-row "
                                    f"steps, atomic dQ and SPLIT 0, not {config}")
         stages = config["STAGES"]
-        shared = 1024 + 2 * hd * (2 * outer + 2 * stages * inner) + 2 * outer * 64 + 8 * stages * inner
+        shared = (1024 + 2 * hd * (2 * outer + 2 * stages * inner) + 2 * outer * 64 + 8 * stages * inner
+                  + 4 * inner * hd)
         # dK, dV hd/2 each a thread, Sᵀ and dPᵀ inner/2 each: as the mma.sync pass's one row tile
         check_fit(self.key, config, call, hd + inner, STATE_REGISTERS["backward"], shared)
         return {"attention_backward_delta": 0, "attention_backward_dkdv_dq": shared,
@@ -162,8 +165,11 @@ class AttentionBackwardCuda(CudaImplementation):
         (batch, heads, n_q, d), (_, kv_heads, n_k, _) = q.shape, k.shape
         dq, dk, dv = gradients_like(call)
         delta = torch.empty((batch, heads, n_q), dtype=torch.float32, device=q.device)
-        atomic = config["DQ"] == "atomic"
-        dq_accum = torch.zeros((batch, heads, n_q, d), dtype=torch.float32, device=q.device) if atomic else None
+        atomic, hd = config["DQ"] == "atomic", kernel_head_dim(d)
+        # dq_accum: rows of d, or (WGMMA) 64-row tiles of hd columns in the order of the dK/dV pass's accumulators
+        accum_shape = ((batch, heads, -(-n_q // WGMMA_ROWS), WGMMA_ROWS * hd) if config["WGMMA"]
+                       else (batch, heads, n_q, d))
+        dq_accum = torch.zeros(accum_shape, dtype=torch.float32, device=q.device) if atomic else None
         mask, mask_strides, _ = mask_args(call)
         scale = call.params["scale"]
         outer, group, threads = config["BLOCK_OUTER"], heads // kv_heads, 32 * config["WARPS"]
@@ -176,10 +182,11 @@ class AttentionBackwardCuda(CudaImplementation):
             q, k, v, mask, do, lse, delta, dk, dv, dq_accum, *strides(q), *strides(k), *strides(v), *strides(do),
             *strides(dk), *strides(dv), *mask_strides, heads, kv_heads, group, n_q, n_k, d, scale * LOG2E, scale,
             grid=(-(-n_k // outer), batch * kv_heads), block=threads, shared_mem=shared[dkdv])
-        if atomic:
+        if atomic:  # a thread converts 8 floats (WGMMA: 16)
+            per_thread = 16 if config["WGMMA"] else 8
             kernels["attention_backward_dq_convert"](
                 dq_accum, dq, *strides(dq), heads, n_q, d, scale,
-                grid=(-(-n_q * d // (8 * CONVERT_CHUNKS)), batch * heads), block=CONVERT_CHUNKS)
+                grid=(-(-dq_accum[0, 0].numel() // (per_thread * CONVERT_CHUNKS)), batch * heads), block=CONVERT_CHUNKS)
         else:
             kernels["attention_backward_dq"](
                 q, k, v, mask, do, lse, delta, dq, *strides(q), *strides(k), *strides(v), *strides(do),
