@@ -6,9 +6,11 @@ N = 1, 97, 1025 (and Nq != Nk), causal and not, D 24, 64 and 128, float16, forwa
 config (the forward also with 32-key tiles and q read from shared memory and, on an sm_90 device, with every
 Hopper config: the warpgroup MMAs with no producer, a cp.async producer warp (PRODUCER 1), TMA loads by a
 producer warp or warpgroup (2, 3) and FlashAttention-3's order (OVERLAP 1), each where it fits the call; the
-backward with both of its dQ strategies, each in both dK/dV layouts, SPLIT 0 and 1, where the head dim allows). At D = 24 (compiled for 32)
-every row's last chunk lies past d: the loads zero-fill it and must read nothing there. Without torch's caching
-allocator every tensor is its own allocation, so a read or write past any of them is reported.
+backward with both of its dQ strategies, each in both dK/dV layouts, SPLIT 0 and 1, where the head dim allows,
+and on an sm_90 device the warpgroup-MMA dK/dV pass with one and two warpgroups, whose dQ leaves by the TMA
+unit's bulk reductions). At D = 24 (compiled for 32) every row's last chunk lies past d: the loads zero-fill it
+and must read nothing there. Without torch's caching allocator every tensor is its own allocation, so a read or
+write past any of them is reported.
 ``--backward-only`` runs the backward alone, on Nq × Nk = 97 × 97 and 1025 × 97 at D 64 and 128, for
 ``compute-sanitizer --tool racecheck``, whose shared-memory hazard tracking makes every launch far slower.
 """
@@ -27,6 +29,7 @@ FWD, BWD = registry.impl("attention", "cuda"), registry.impl("attention_backward
 # The warpgroup forward's pipelines at both tile widths (the producer and order of each Hopper default and more).
 HOPPER = [{"WGMMA": 1, "WARPS": w, "BLOCK_M": 16 * w, "BLOCK_N": bn, "STAGES": 3, "PRODUCER": p, "OVERLAP": o}
           for w, bn, p, o in itertools.product((4, 8), (64, 128), (0, 1, 2, 3), (0, 1))]
+BWD_HOPPER = [{"WGMMA": 1, "WARPS": w, "BLOCK_OUTER": 16 * w, "STAGES": st} for w, st in ((4, 3), (8, 2), (8, 3))]
 
 
 def main() -> None:
@@ -52,9 +55,11 @@ def main() -> None:
                 hopper_runs += 1
         do = randn(o.shape, "cuda", torch.float16, g)
         bwd_call = registry.op("attention_backward").check(q, k, v, o, lse, do, causal=causal)
-        for dq, split in itertools.product(BWD.config_space["DQ"], BWD.config_space["SPLIT"]):
-            try:  # dQ by its own pass and by atomics, in either dK/dV layout
-                BWD.run(bwd_call, BWD.config({"DQ": dq, "SPLIT": split}))
+        layouts = [{"DQ": dq, "SPLIT": split}  # dQ by its own pass and by atomics, in either dK/dV layout
+                   for dq, split in itertools.product(BWD.config_space["DQ"], BWD.config_space["SPLIT"])]
+        for overrides in layouts + (BWD_HOPPER if torch.cuda.get_device_capability() >= (9, 0) else []):
+            try:
+                BWD.run(bwd_call, BWD.config(overrides))
             except UnsupportedError:
                 continue
             backward_runs += 1
@@ -62,7 +67,7 @@ def main() -> None:
         runs += 1
     forward = "default config" if args.backward_only else f"two configs and {hopper_runs} Hopper runs"
     print(f"{runs} shapes, forward ({forward}) and "
-          f"{backward_runs} backward runs (both dQ strategies, both layouts where supported): done")
+          f"{backward_runs} backward runs (both dQ strategies, both layouts, the Hopper pass, where supported): done")
 
 
 if __name__ == "__main__":

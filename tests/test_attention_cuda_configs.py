@@ -8,6 +8,7 @@ import re
 import pytest
 import torch
 from kernelzoo_plugins.attention import cuda as attention_cuda
+from kernelzoo_plugins.attention_backward import cuda as attention_backward_cuda
 
 from kernelzoo.backends import cuda
 from kernelzoo.errors import UnsupportedError
@@ -228,3 +229,61 @@ def test_where_tensor_maps_cannot_launch_the_default_runs_a_config_without_tma(m
         IMPL.shared_memory(forward_call(128, False), IMPL.config({"WGMMA": 1, "WARPS": 8, "PRODUCER": 2}))
     config = IMPL.fitted(forward_call(128, False), IMPL.config())
     assert config == IMPL.config({"WGMMA": 1, "WARPS": 12, "BLOCK_M": 192, "BLOCK_N": 128})
+
+
+# --- the backward's warpgroup-MMA dK/dV pass (WGMMA 1, sm_90a) ---------------------------------------------------
+
+@pytest.fixture
+def on_sm90(monkeypatch):
+    """An sm_90 device, as both plugins see it (the backward imports sm90 by name)."""
+    for module in (attention_cuda, attention_backward_cuda):
+        monkeypatch.setattr(module, "sm90", lambda device: True)
+
+
+@pytest.mark.parametrize(("d", "expected"), [
+    (64, {"WGMMA": 1, "WARPS": 4, "BLOCK_OUTER": 64, "STAGES": 3}),  # one warpgroup of 64 keys
+    (56, {"WGMMA": 1, "WARPS": 4, "BLOCK_OUTER": 64, "STAGES": 3}),  # compiled for head dim 64
+    (128, {"WGMMA": 1, "STAGES": 3}),                                # two
+    (96, {}),                                                        # not a wgmma head dim: the default
+])
+def test_on_an_sm90_device_the_backward_default_runs_the_warpgroup_mmas(on_sm90, d, expected):
+    assert BWD.fitted(backward_call(d), BWD.config()) == BWD.config(expected)
+
+
+@pytest.mark.parametrize(("overrides", "why"), [
+    ({"BLOCK_OUTER": 64}, "BLOCK_OUTER = 16·WARPS"),  # 8 warps are two warpgroups of 64 keys
+    ({"BLOCK_INNER": 32}, "64-row steps"),            # the dQ product's m64
+    ({"DQ": "pass"}, "atomic dQ"),                    # the dQ pass is the mma.sync kernel's
+    ({"SPLIT": 1}, "SPLIT 0"),
+])
+def test_the_backward_wgmma_configs_outside_its_shape_are_rejected(on_sm90, overrides, why):
+    with pytest.raises(UnsupportedError, match=re.escape(why)):
+        BWD.shared_memory(backward_call(64), BWD.config({"WGMMA": 1, **overrides}))
+    with pytest.raises(UnsupportedError, match="head dims"):
+        BWD.shared_memory(backward_call(96), BWD.config({"WGMMA": 1}))
+
+
+def test_the_backward_wgmma_tiles_and_dq_share_fit_the_h100(on_sm90):
+    config = BWD.config({"WGMMA": 1, "STAGES": 3})
+    # 1024 to align; k, v (128 rows) and 3 stages of q and dO (64 rows) swizzled, 2 bytes × 128 columns; dSᵀ
+    # (128 keys × 64 queries); lse and delta (3 × 64 floats each); a step's dQ (64 × 128 floats)
+    shared = 1024 + 2 * 128 * (2 * 128 + 6 * 64) + 2 * 128 * 64 + 8 * 3 * 64 + 4 * 64 * 128
+    assert BWD.shared_memory(backward_call(128), config)["attention_backward_dkdv_dq"] == shared <= H100_SHARED
+    assert BWD.target(config, "sm_90") == "sm_90a" and BWD.target(BWD.config(), "sm_90") == "sm_90"
+
+
+@pytest.mark.skipif(not cuda.compile_available()[0], reason="NVRTC not available")
+@pytest.mark.parametrize("dtype", ["kz_half", "kz_bf16"])
+@pytest.mark.parametrize(("d", "warps", "masked"), [(64, 4, False), (64, 8, False), (128, 8, False), (128, 8, True)])
+def test_the_backward_wgmma_kernel_compiles_for_sm90a_without_serialized_mmas(dtype, d, warps, masked):
+    """ptxas keeps the wgmma chains asynchronous and the tile state in registers: 202-255 registers, no spill through
+    NVRTC 13.5, 4 bytes with an additive mask at head dim 128 through 13.0 (the H100 machine's)."""
+    defines = {**attention_cuda.call_defines(backward_call(d),
+                                             BWD.config({"WGMMA": 1, "WARPS": warps, "BLOCK_OUTER": 16 * warps})),
+               **({"MASK": 1, "MASK_T": "float"} if masked else {})}
+    cubin = cuda.compile_cubin(BWD.read_source("cuda.cu"), defines={"T": dtype, **defines},
+                               options=["--ptxas-options=-v"], arch="sm_90a", name="cuda.cu")
+    log = cuda.last_log()
+    assert cubin[:4] == b"\x7fELF" and "'attention_backward_dkdv_dq' for 'sm_90a'" in log
+    assert "serialized" not in log
+    assert max(int(n) for n in re.findall(r"(\d+) bytes spill stores", log)) <= 16

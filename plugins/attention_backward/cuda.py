@@ -46,7 +46,7 @@ class AttentionBackwardCuda(CudaImplementation):
     dtypes = {"cuda": (torch.float16, torch.bfloat16)}
     # BLOCK_OUTER: the keys (dK/dV pass) or query rows (dQ pass) a block owns, over WARPS warps of 16 or 32;
     # BLOCK_INNER: the step of its loop; STAGES steps in flight; DQ: how dQ is made, "pass" (its own pass) or
-    # "atomic" (by the dK/dV pass, through float32 sums). 32 points; for a call, those whose tile state overflows
+    # "atomic" (by the dK/dV pass, through float32 sums). 64 points; for a call, those whose tile state overflows
     # the registers (STATE_REGISTERS) or whose tiles overflow shared memory are rejected.
     # SPLIT: the dK/dV pass's warps own 16·MT keys each (0), or pairs of them 32·MT keys, a head-dim half each (1:
     # fewer shared-memory reads a step, head dims that are multiples of 32).
@@ -58,16 +58,23 @@ class AttentionBackwardCuda(CudaImplementation):
     # 157 KiB (no spill; 24 bytes with an additive attn_mask; -Xptxas -v, NVRTC 13.5, sm_90), 170-219 at 64;
     # valid for every head dim up to 128. On the H100 (B=4 H=32 N=4096, 2026-11-26) it ran 0.83-0.90× FA2's
     # backward, against 0.70-0.78× for the 32-row steps that were the default before (docs/perf/attention-cuda.md).
-    # DQ "atomic": 5 products for 7. A call given it runs head_dim_defaults (below) where they fit.
+    # DQ "atomic": 5 products for 7. A call given it runs hopper_defaults or head_dim_defaults (below) where they
+    # fit.
     default_config = {"BLOCK_OUTER": 128, "BLOCK_INNER": 64, "WARPS": 8, "STAGES": 2, "DQ": "atomic", "SPLIT": 0,
                       "WGMMA": 0}
-    # dQ by its own pass, so that a short search times both strategies; and 4 warps of 32 rows with 32-row
-    # steps, the fastest at head dim 64 in the same run (1.00-1.07× FA2), where its tile state fits
-    tuning_seeds = ({"WGMMA": 1}, {"DQ": "pass"}, {"WARPS": 4, "BLOCK_INNER": 32}, {"SPLIT": 1})
+    # The warpgroup MMAs at both widths (hopper_defaults); dQ by its own pass, so that a short search times both
+    # strategies; and 4 warps of 32 rows with 32-row steps, the fastest mma.sync config at head dim 64 (1.00-1.07×
+    # FA2), where its tile state fits
+    tuning_seeds = ({"WGMMA": 1, "STAGES": 3}, {"WGMMA": 1, "WARPS": 4, "BLOCK_OUTER": 64, "STAGES": 3},
+                    {"DQ": "pass"}, {"WARPS": 4, "BLOCK_INNER": 32}, {"SPLIT": 1})
     # A call given the default runs, where it fits, what the tuner chose at every shipped key of its kernel head
     # dim (H100, B=4 and 1, H=32, N 1024-16384, causal and not, 2026-11-27: 12 of 12 keys): 4 warps of 32 rows
     # with 32-row steps at 64 (1.03-1.17× FA2 at N ≤ 4096), pairs of warps (SPLIT 1) at 128; else the default.
     head_dim_defaults = {64: {"WARPS": 4, "BLOCK_INNER": 32}, 128: {"SPLIT": 1}}
+    # Before those, on an sm_90 device: the warpgroup MMAs with 3 stages, one warpgroup of 64 keys at 64 (342 and
+    # 309 TFLOP/s, 1.27× and 1.35× FA2, at B=4 H=32 N=4096, causal and not; H100, 2026-11-27), two at 128 (421
+    # and 374, 1.42× both); docs/perf/attention-cuda.md.
+    hopper_defaults = {64: {"WGMMA": 1, "WARPS": 4, "BLOCK_OUTER": 64, "STAGES": 3}, 128: {"WGMMA": 1, "STAGES": 3}}
 
     def supports(self, call: Call) -> str | None:
         return super().supports(call) or unsupported(call)
@@ -125,13 +132,16 @@ class AttentionBackwardCuda(CudaImplementation):
                 "attention_backward_dq": tiles, "attention_backward_dq_convert": 0}
 
     def fitted(self, call: Call, config: Mapping[str, Any]) -> dict[str, Any]:
-        """``config``; or where it is the default, its head dim's entry of ``head_dim_defaults`` where that fits
-        ``call``, else the default itself (which fits every call it supports)."""
+        """``config``; or where it is the default, its head dim's entry of ``hopper_defaults`` (on an sm_90
+        device), else of ``head_dim_defaults``, the first that fits ``call``, else the default itself (which fits
+        every call it supports)."""
         if config != self.config():
             return dict(config)
-        preferred = self.head_dim_defaults.get(kernel_head_dim(call.inputs["q"].shape[3]))
-        if preferred is not None:
-            candidate = self.config(preferred)
+        hd = kernel_head_dim(call.inputs["q"].shape[3])
+        for table in (self.hopper_defaults, self.head_dim_defaults) if sm90(call.device) else (self.head_dim_defaults,):
+            if hd not in table:
+                continue
+            candidate = self.config(table[hd])
             try:
                 self.shared_memory(call, candidate)
                 return candidate
