@@ -182,14 +182,14 @@ def test_a_launch_with_a_tensor_map_packs_each_argument_at_the_kernel_s_offset()
     aligned in the constant bank, whose parameters start 16 bytes past a multiple of 64 (offsets 48 and 176)."""
     first, second = cuda.TensorMap(bytes(range(128))), cuda.TensorMap(bytes(128))
     params = [(0, 8), (8, 4), (48, 128), (176, 4), (240, 128)]
-    data, layout = cuda._pack((cuda.I64(5), 3, first, 2.5, second), {}, lambda: params)
+    data, layout = cuda._pack((cuda.I64(5), 3, first, 2.5, second), {}, lambda passed: params)
     assert layout.size[0] == len(data) == 368
     assert data[:12] == struct.pack("<qi", 5, 3) and data[48:176] == bytes(range(128))
     assert data[176:180] == struct.pack("<f", 2.5) and data[240:368] == bytes(128)
     with pytest.raises(TypeError, match="pass I64"):
-        cuda._pack((3, 3, first, 2.5, second), {}, lambda: params)
+        cuda._pack((3, 3, first, 2.5, second), {}, lambda passed: params)
     with pytest.raises(TypeError, match="takes 5 arguments, 4"):
-        cuda._pack((cuda.I64(5), 3, first, 2.5), {}, lambda: params)
+        cuda._pack((cuda.I64(5), 3, first, 2.5), {}, lambda passed: params)
     with pytest.raises(TypeError, match="kernel's offsets"):  # a map is never laid out as a C struct
         cuda._pack((cuda.I64(5), 3, first), {})
     with pytest.raises(ValueError, match="128 bytes"):

@@ -563,16 +563,16 @@ _layouts: dict[tuple[type, ...], _Layout] = {}
 
 
 def _pack(args: tuple[object, ...], layouts: dict[tuple[type, ...], _Layout] = _layouts,
-          params: Callable[[], Sequence[tuple[int, int]]] | None = None) -> tuple[bytes, _Layout]:
+          params: Callable[[int], Sequence[tuple[int, int]]] | None = None) -> tuple[bytes, _Layout]:
     """The launch arguments as the kernel's parameter buffer, and its layout (cached in ``layouts`` by the
-    arguments' types). A layout with a TensorMap is built from ``params()``, the kernel's parameter offsets and
-    sizes, so its cache must be the kernel's own; others are laid out as a C struct."""
+    arguments' types). A layout with a TensorMap is built from ``params(len(args))``, the kernel's parameter
+    offsets and sizes, so its cache must be the kernel's own; others are laid out as a C struct."""
     kinds = tuple(map(type, args))
     layout = layouts.get(kinds)
     if layout is None:
         if TensorMap in kinds and params is None:
             raise TypeError("a launch that passes a TensorMap packs at the kernel's offsets: pass its params")
-        layout = layouts[kinds] = _Layout(args, params() if TensorMap in kinds else None)
+        layout = layouts[kinds] = _Layout(args, params(len(args)) if TensorMap in kinds else None)
     values = list(args)
     for i in layout.converted:
         values[i] = _converted(i, values[i])
@@ -615,21 +615,24 @@ class Kernel:
         self._dynamic_shared_limit: int | None = None  # the function's opt-in, read when first needed
         self._layouts: dict[tuple[type, ...], _Layout] = {}  # by argument types (a TensorMap's: this kernel's)
 
-    def params(self) -> list[tuple[int, int]]:
+    def params(self, passed: int) -> list[tuple[int, int]]:
         """The (offset, size) in bytes of each of the kernel's parameters in its parameter buffer, from the
-        compiled kernel (cuFuncGetParamInfo, CUDA 12.4 drivers on)."""
+        compiled kernel (cuFuncGetParamInfo, CUDA 12.4 drivers on), for a launch that passes ``passed`` arguments.
+        Where the driver cannot count the parameters (cuFuncGetParamCount, CUDA 12.9 drivers on), those of the
+        first ``passed`` indices: asking past the last is an API error that compute-sanitizer reports, so a
+        kernel with more parameters than that is not caught here."""
         ok, reason = tensor_map_launch()
         if not ok:
             raise CudaError(f"{self.name}: a launch that passes a tensor map: {reason}")
         driver = _driver()
         out, offset, size, count = [], _ffi.new("size_t *"), _ffi.new("size_t *"), _ffi.new("size_t *")
         with _context(self.module.device):
-            try:  # CUDA 12.9 drivers on
+            try:
                 _check(f"cuFuncGetParamCount({self.name})", driver.cuFuncGetParamCount(self._handle, count))
                 last = count[0]
-            except AttributeError:  # older ones are asked index by index until one is past the end (an API error,
-                last = None  # which compute-sanitizer reports)
-            while len(out) != last and driver.cuFuncGetParamInfo(self._handle, len(out), offset, size) == 0:
+            except AttributeError:
+                last = passed
+            while len(out) < last and driver.cuFuncGetParamInfo(self._handle, len(out), offset, size) == 0:
                 out.append((offset[0], size[0]))
         return out
 
