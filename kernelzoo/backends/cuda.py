@@ -618,9 +618,9 @@ class Kernel:
     def params(self, passed: int) -> list[tuple[int, int]]:
         """The (offset, size) in bytes of each of the kernel's parameters in its parameter buffer, from the
         compiled kernel (cuFuncGetParamInfo, CUDA 12.4 drivers on), for a launch that passes ``passed`` arguments.
-        Where the driver cannot count the parameters (cuFuncGetParamCount, CUDA 12.9 drivers on), those of the
-        first ``passed`` indices: asking past the last is an API error that compute-sanitizer reports, so a
-        kernel with more parameters than that is not caught here."""
+        Where the driver cannot count the parameters (cuFuncGetParamCount: documented from CUDA 13.4; the 13.0
+        driver of the H100 machine has none), those of the first ``passed`` indices: asking past the last is an
+        API error that compute-sanitizer reports, so a kernel with more parameters than that is not caught here."""
         ok, reason = tensor_map_launch()
         if not ok:
             raise CudaError(f"{self.name}: a launch that passes a tensor map: {reason}")
