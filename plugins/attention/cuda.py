@@ -10,7 +10,7 @@ spec defines them. WGMMA 1 runs the same algorithm on Hopper's warpgroup MMAs (c
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import torch
@@ -115,6 +115,19 @@ def check_fit(key: str, config: Mapping[str, Any], call: Call, state_words: floa
     limit = shared_limit(call.device)
     if shared > limit:
         raise UnsupportedError(f"{key}: {config} needs {shared} bytes of shared memory; a block has {limit}")
+
+
+def first_fitting(impl: CudaImplementation, call: Call,
+                  candidates: Iterable[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The config of the first of ``candidates`` (overrides of ``impl``'s default) that fits ``call``, or None."""
+    for overrides in candidates:
+        candidate = impl.config(overrides)
+        try:
+            impl.shared_memory(call, candidate)
+        except UnsupportedError:
+            continue
+        return candidate
+    return None
 
 
 def plan_key(call: Call, config: Mapping[str, Any]) -> tuple:
@@ -240,14 +253,8 @@ class AttentionCuda(CudaImplementation):
         if config != self.config():
             return dict(config)
         first = self.hopper_defaults.get(kernel_head_dim(call.inputs["q"].shape[3]), ()) if sm90(call.device) else ()
-        for overrides in (*first, {}, *self.fallbacks):
-            candidate = self.config(overrides)
-            try:
-                self.shared_memory(call, candidate)
-            except UnsupportedError:
-                continue
-            return candidate
-        return dict(config)  # fits nothing: shared_memory() says why
+        # fits nothing: shared_memory() says why
+        return first_fitting(self, call, (*first, {}, *self.fallbacks)) or dict(config)
 
     def plan(self, call: Call, config: Mapping[str, Any]) -> tuple[Kernel, int, int, int, int]:
         """(kernel, BLOCK_M, threads, shared bytes, TMA box rows) that run ``config``, fitted, for ``call``: worked

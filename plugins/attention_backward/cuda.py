@@ -26,6 +26,7 @@ from ..attention.cuda import (
     aligned_rows,
     call_defines,
     check_fit,
+    first_fitting,
     kernel_head_dim,
     mask_args,
     plan_key,
@@ -138,16 +139,8 @@ class AttentionBackwardCuda(CudaImplementation):
         if config != self.config():
             return dict(config)
         hd = kernel_head_dim(call.inputs["q"].shape[3])
-        for table in (self.hopper_defaults, self.head_dim_defaults) if sm90(call.device) else (self.head_dim_defaults,):
-            if hd not in table:
-                continue
-            candidate = self.config(table[hd])
-            try:
-                self.shared_memory(call, candidate)
-                return candidate
-            except UnsupportedError:
-                pass
-        return dict(config)
+        tables = (self.hopper_defaults, self.head_dim_defaults) if sm90(call.device) else (self.head_dim_defaults,)
+        return first_fitting(self, call, [table[hd] for table in tables if hd in table]) or dict(config)
 
     def plan(self, call: Call, config: Mapping[str, Any]) -> tuple[dict[str, Kernel], dict[str, int], dict[str, Any]]:
         """The kernels that run ``config``, fitted, for ``call`` (delta, dK/dV, and the dQ pass or dQ's conversion),
