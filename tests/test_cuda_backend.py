@@ -148,7 +148,7 @@ def test_launch_arguments_are_packed_as_a_c_struct_of_them():
              " short h; unsigned long long none; _Bool b; int flag; };")
     args = (7, None, 0.5, cuda.I64(-(2**40)), np.int8(-3), np.float64(0.25), np.int16(-300), None,
             np.bool_(True), True)
-    data, layout = cuda._pack(args)
+    data, layout = cuda._pack(args, {})
     assert len(data) == layout.size[0] <= ffi.sizeof("struct params")
     padded = bytearray(data) + bytes(ffi.sizeof("struct params") - len(data))
     view = ffi.cast("struct params *", ffi.from_buffer(padded))
@@ -159,15 +159,16 @@ def test_launch_arguments_are_packed_as_a_c_struct_of_them():
 def test_a_float_past_float32_s_range_is_packed_as_inf_as_c_converts_it():
     import struct
 
-    data, layout = cuda._pack((1e40, -1e39, 2.5))
+    data, layout = cuda._pack((1e40, -1e39, 2.5), {})
     assert struct.unpack(layout.struct.format, data) == (float("inf"), float("-inf"), 2.5)
 
 
 def test_a_second_launch_of_other_values_reuses_the_layout():
-    first, layout = cuda._pack((1, 2.0, cuda.I64(3)))
-    second, again = cuda._pack((4, 5.0, cuda.I64(6)))
+    layouts = {}  # a kernel's cache
+    first, layout = cuda._pack((1, 2.0, cuda.I64(3)), layouts)
+    second, again = cuda._pack((4, 5.0, cuda.I64(6)), layouts)
     assert again is layout and first != second
-    assert cuda._pack((1, 2.0, 3))[1] is not layout  # an int where an I64 was: another layout
+    assert cuda._pack((1, 2.0, 3), layouts)[1] is not layout  # an int where an I64 was: another layout
 
 
 # ------------------------------------------------------------------------------------------- GPU needed

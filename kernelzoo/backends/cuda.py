@@ -559,10 +559,7 @@ def _converted(i: int, value: object) -> object:
     return value.item()  # type: ignore[attr-defined]
 
 
-_layouts: dict[tuple[type, ...], _Layout] = {}
-
-
-def _pack(args: tuple[object, ...], layouts: dict[tuple[type, ...], _Layout] = _layouts,
+def _pack(args: tuple[object, ...], layouts: dict[tuple[type, ...], _Layout],
           params: Callable[[int], Sequence[tuple[int, int]]] | None = None) -> tuple[bytes, _Layout]:
     """The launch arguments as the kernel's parameter buffer, and its layout (cached in ``layouts`` by the
     arguments' types). A layout with a TensorMap is built from ``params(len(args))``, the kernel's parameter

@@ -1,6 +1,7 @@
-// Hopper's warpgroup MMA (wgmma, sm_90a) for the flash-attention kernels: the cp.async loads into 128-byte-swizzled
-// tiles and their shared-memory matrix descriptors, the fences, and D (+)= A·B on one m64nNk16 step for N = 32, 64, 128 with float32
-// accumulators, A from shared memory (ss) or from registers (rs), B from shared memory.
+// Hopper's warpgroup MMA (wgmma, sm_90a) for the flash-attention kernels: the cp.async loads into
+// 128-byte-swizzled tiles and their shared-memory matrix descriptors, the fences, and D (+)= A·B on one m64nNk16
+// step for N = 32, 64, 128 with float32 accumulators, A from shared memory (ss) or from registers (rs), B from
+// shared memory, and the products the kernels chain from those steps.
 //
 // A warpgroup (4 consecutive warps, 128 threads) issues each wgmma together; warp w of it owns rows 16w .. 16w+15
 // of the m64 tile, and its fragments are those of mma.sync m16n8k16 (tensor_core.cuh): the accumulators of n8
@@ -86,9 +87,30 @@ KZ_WGMMA(128, 64, "f16", kz_half, "64", "65", "66", "67", "68", "69")
 KZ_WGMMA(128, 64, "bf16", kz_bf16, "64", "65", "66", "67", "68", "69")
 #undef KZ_WGMMA
 
-// Rows row0 .. row0+ROWS-1 of a matrix (as flash.cuh's load_rows) into rows 0.. of the 128-byte-swizzled tile s [CB][LINES][64]
-// (LINES rows a column block), by NTHREADS threads, this one `tid`: chunk c of row r goes to column block c / 8, chunk
-// (c % 8) ^ (r % 8) of its line. A thread keeps one chunk column; its rows are NTHREADS / CPR apart.
+// acc (=) A·Bᵀ over the head dim: HEAD_DIM/16 ss steps, A and B K-major swizzled tiles by descriptor whose
+// 64-column blocks are a_block and b_block 16-byte units apart; step kk reads 32 bytes along the lines of block
+// kk / 4, and the first overwrites acc.
+template <int H>
+__device__ __forceinline__ void wgmma_over_head_dim(float (&acc)[H], u64 a, int a_block, u64 b, int b_block) {
+#pragma unroll
+  for (int kk = 0; kk < KD; ++kk) {
+    const int step = kk % 4 * 2;
+    wgmma_ss(acc, a + kk / 4 * a_block + step, b + kk / 4 * b_block + step, kk > 0, T{});
+  }
+}
+
+// acc += A·B over 16·C rows of B: C rs steps, A packed in registers (pack_p: C k16 steps of a warp's A
+// fragments), B by an MN-major descriptor, step c at lines 16c.. of every column block.
+template <int H, int C>
+__device__ __forceinline__ void wgmma_over_rows(float (&acc)[H], const unsigned (&a)[1][C][4], u64 b) {
+#pragma unroll
+  for (int c = 0; c < C; ++c) wgmma_rs(acc, a[0][c], b + c * 16 * 128 / 16, T{});
+}
+
+// Rows row0 .. row0+ROWS-1 of a matrix (as flash.cuh's load_rows) into rows 0.. of the 128-byte-swizzled tile
+// s [CB][LINES][64] (LINES rows a column block), by NTHREADS threads, this one `tid`: chunk c of row r goes to
+// column block c / 8, chunk (c % 8) ^ (r % 8) of its line. A thread keeps one chunk column; its rows are
+// NTHREADS / CPR apart.
 template <int ROWS, int LINES, int NTHREADS>
 __device__ __forceinline__ void load_rows_sw(T* s, const T* g, i64 stride, int row0, int n_rows, int d, int tid) {
   constexpr int STEP = NTHREADS / CPR;
@@ -132,15 +154,17 @@ __device__ __forceinline__ void mbar_arrive_expect(u64* bar, unsigned bytes) {
 
 // Bulk reductions by the TMA unit: dst[i] += src[i] for bytes / 4 floats, dst in global and src in shared memory
 // (16-byte aligned, bytes a multiple of 16), issued into this thread's bulk async-group; bulk_commit closes the
-// group; bulk_wait_read<N> waits until at most N of this thread's groups still read their shared memory, bulk_wait<N>
-// until at most N are incomplete.
+// group; bulk_wait_read<N> waits until at most N of this thread's groups still read their shared memory,
+// bulk_wait<N> until at most N are incomplete.
 __device__ __forceinline__ void bulk_reduce_add(float* dst, const float* src, unsigned bytes) {
   asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n"
                ::"l"(dst), "r"(smem_addr(src)), "r"(bytes) : "memory");
 }
 __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
 template <int N>
-__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory"); }
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
 template <int N>
 __device__ __forceinline__ void bulk_wait() { asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory"); }
 

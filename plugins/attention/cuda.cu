@@ -277,26 +277,18 @@ static_assert(HEAD_DIM % 64 == 0 && (BLOCK_N == 32 || BLOCK_N == 64 || BLOCK_N =
 #define Q_BLOCK_UNITS (BLOCK_M * 128 / 16)
 #define K_BLOCK_UNITS (BLOCK_N * 128 / 16)
 
-// Issue S = Q·Kᵀ of the K tile in `stage` (in 16-byte units) as one wgmma group: HEAD_DIM/16 k16 steps, each
-// 32 bytes along the lines of a 64-column block.
+// Issue S = Q·Kᵀ of the K tile in `stage` (in 16-byte units) as one wgmma group.
 __device__ __forceinline__ void issue_scores(float (&s_flat)[NT * 4], u64 q_desc, u64 k_desc, int stage) {
   wgmma_fence();
-#pragma unroll
-  for (int kk = 0; kk < KD; ++kk) {
-    const int step = kk % 4 * 2;
-    wgmma_ss(s_flat, q_desc + kk / 4 * Q_BLOCK_UNITS + step, k_desc + stage + kk / 4 * K_BLOCK_UNITS + step, kk > 0,
-             T{});
-  }
+  wgmma_over_head_dim(s_flat, q_desc, Q_BLOCK_UNITS, k_desc + stage, K_BLOCK_UNITS);
   wgmma_commit();
 }
 
-// Issue O += P·V of the V tile in `stage` as one wgmma group: keys 16c .. 16c+15 are lines 16c.. of every
-// column block.
+// Issue O += P·V of the V tile in `stage` as one wgmma group (keys 16c .. 16c+15 are lines 16c.. of it).
 __device__ __forceinline__ void issue_values(float (&acc_flat)[ND * 4], const unsigned (&p)[1][BLOCK_N / 16][4],
                                              u64 v_desc, int stage) {
   wgmma_fence();
-#pragma unroll
-  for (int c = 0; c < BLOCK_N / 16; ++c) wgmma_rs(acc_flat, p[0][c], v_desc + stage + c * 16 * 128 / 16, T{});
+  wgmma_over_rows(acc_flat, p, v_desc + stage);
   wgmma_commit();
 }
 

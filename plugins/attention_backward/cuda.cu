@@ -145,6 +145,21 @@ __device__ __forceinline__ void probabilities_t(float (&p)[MR][NC / 8][4], const
   }
 }
 
+// A dK/dV step's Sᵀ tile of a warp (keys key0 .., query columns c0 .. of the step whose rows start at m0) masked,
+// in log2 units, then Pᵀ (probabilities_t). Only a step that straddles the block's keys (its first row before
+// the block's last key, n0 + BLOCK_OUTER − 1) pays for the causal mask.
+template <int MR, int NC>
+__device__ __forceinline__ void step_probabilities_t(float (&p)[MR][NC / 8][4], const float* t_lse, int key0, int c0,
+                                                     int m0, int n0, int n_q, int n_k, float scale_log2,
+                                                     const AttnMask& am) {
+  if (CAUSAL && m0 < n0 + BLOCK_OUTER - 1) {
+    mask_scores<true, true, MR, NC>(p, key0, c0, n_q, n_k, scale_log2, am);
+  } else {
+    mask_scores<false, true, MR, NC>(p, key0, c0, n_q, n_k, scale_log2, am);
+  }
+  probabilities_t<MR, NC>(p, t_lse, c0, n_q);
+}
+
 // dPᵀ in ds (the same tile as probabilities_t's) becomes dSᵀ = Pᵀ∘(dPᵀ − delta), delta from the step's stage.
 template <int MR, int NC>
 __device__ __forceinline__ void score_grads_t(float (&ds)[MR][NC / 8][4], const float (&p)[MR][NC / 8][4],
@@ -287,7 +302,7 @@ __device__ __forceinline__ void add_dq(const T* sds, const T* sk, float* dq, int
 // attention_backward_dkdv_dq (attention_backward_dkdv ignores it). Grid: (ceil(Nk / BLOCK_OUTER), B·Hk); dynamic
 // shared memory 2·(BLOCK_OUTER + STAGES·BLOCK_INNER)·LDS elements + 2·STAGES·BLOCK_INNER floats, and
 // attention_backward_dkdv_dq BLOCK_OUTER·LDSD elements more (WGMMA: rows of HEAD_DIM for LDS, BLOCK_OUTER·64
-// elements for the dSᵀ tile, 1024 bytes more to align the tiles, and BLOCK_INNER·(HEAD_DIM + 8) floats for dQ's).
+// elements for the dSᵀ tile, 1024 bytes more to align the tiles, and BLOCK_INNER·HEAD_DIM floats for dQ's).
 #define DKDV_PARAMS                                                                                              \
   const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, const MASK_T* __restrict__ mask,     \
       const T* __restrict__ dout, const float* __restrict__ lse, const float* __restrict__ delta,                \
@@ -403,12 +418,7 @@ __device__ __forceinline__ void dkdv_pass(unsigned char* smem, DKDV_PARAMS) {
 
     float p[MT][NT][4];  // Sᵀ, then Pᵀ: rows keys n0 + wrow + 16i + g + 8r, columns queries m0 + 8j + 2t + e%2
     scores_smem<MT, NI>(p, sk + wrow * LDS, tq);
-    if (CAUSAL && m0 < n0 + BLOCK_OUTER - 1) {
-      mask_scores<true, true, MT, NI>(p, n0 + wrow, m0, n_q, n_k, scale_log2, am);
-    } else {
-      mask_scores<false, true, MT, NI>(p, n0 + wrow, m0, n_q, n_k, scale_log2, am);
-    }
-    probabilities_t<MT, NI>(p, t_lse, m0, n_q);
+    step_probabilities_t<MT, NI>(p, t_lse, n0 + wrow, m0, m0, n0, n_q, n_k, scale_log2, am);
     accumulate<MT, NI>(dv_acc, p, tdo);
 
     float ds[MT][NT][4];  // dPᵀ, then dSᵀ
@@ -518,12 +528,7 @@ __device__ __forceinline__ void dkdv_split(unsigned char* smem, DKDV_PARAMS) {
 
     float p[MS][NH / 8][4];  // Sᵀ, then Pᵀ: keys n0 + wrow + 16i + g + 8r, queries c0 + 8j + 2t + e%2
     scores_smem<MS, NH>(p, sk + wrow * LDS, tq + half * NH * LDS);
-    if (CAUSAL && m0 < n0 + BLOCK_OUTER - 1) {
-      mask_scores<true, true, MS, NH>(p, n0 + wrow, c0, n_q, n_k, scale_log2, am);
-    } else {
-      mask_scores<false, true, MS, NH>(p, n0 + wrow, c0, n_q, n_k, scale_log2, am);
-    }
-    probabilities_t<MS, NH>(p, t_lse, c0, n_q);
+    step_probabilities_t<MS, NH>(p, t_lse, n0 + wrow, c0, m0, n0, n_q, n_k, scale_log2, am);
     store_ds<MS, NH>(p, sp + wrow * LDSD + half * NH, n0 + wrow, n_k);
 
     float ds[MS][NH / 8][4];  // dPᵀ, then dSᵀ
@@ -578,24 +583,6 @@ __device__ __forceinline__ void dkdv_split(unsigned char* smem, DKDV_PARAMS) {
 static_assert(MT == 1 && NI == 64 && HEAD_DIM % 64 == 0 && (NWG == 1 || NWG == 2) && !SPLIT,
               "WGMMA: 64 keys a warpgroup (BLOCK_OUTER = 16·WARPS, 4 or 8 warps), 64-row steps, head dims 64 and 128");
 static_assert(BLOCK_OUTER * LDS <= 2 * STAGES * NI * HEAD_DIM, "dK and dV are staged in the q and dO stages");
-
-// acc = A·Bᵀ over the head dim, A and B K-major swizzled tiles by descriptor (64-column blocks a_block and b_block
-// 16-byte units apart; step kk is 32 bytes along the lines of block kk / 4).
-template <int H>
-__device__ __forceinline__ void issue_kmajor(float (&acc)[H], u64 a, int a_block, u64 b, int b_block) {
-#pragma unroll
-  for (int kk = 0; kk < KD; ++kk) {
-    const int step = kk % 4 * 2;
-    wgmma_ss(acc, a + kk / 4 * a_block + step, b + kk / 4 * b_block + step, kk > 0, T{});
-  }
-}
-
-// acc += A·B over a step's 64 queries: A packed in registers (pack_p of a keys × queries tile), B the step's q
-// or dO tile by an MN-major descriptor (queries 16c.. are lines 16c.. of every column block).
-__device__ __forceinline__ void issue_queries(float (&acc)[ND * 4], const unsigned (&a)[1][NI / 16][4], u64 b) {
-#pragma unroll
-  for (int c = 0; c < NI / 16; ++c) wgmma_rs(acc, a[0][c], b + c * 16 * 128 / 16, T{});
-}
 
 // A warp's dSᵀ (16 keys from row `wrow` of the block × the step's 64 queries) rounded to T into the swizzled tile
 // sds [BLOCK_OUTER][64] (chunk c of row r at c ^ r % 8; a warp's 4-byte stores hit 32 distinct banks); keys past
@@ -664,22 +651,17 @@ __device__ __forceinline__ void dkdv_wgmma(unsigned char* smem, DKDV_PARAMS) {
     float (&p_flat)[NT * 4] = reinterpret_cast<float (&)[NT * 4]>(p);
     float (&ds_flat)[NT * 4] = reinterpret_cast<float (&)[NT * 4]>(ds);
     wgmma_fence();
-    issue_kmajor(p_flat, k_desc, OUTER_BLOCK_UNITS, q_rows + stage, INNER_BLOCK_UNITS);
+    wgmma_over_head_dim(p_flat, k_desc, OUTER_BLOCK_UNITS, q_rows + stage, INNER_BLOCK_UNITS);
     wgmma_commit();
-    issue_kmajor(ds_flat, v_desc, OUTER_BLOCK_UNITS, do_rows + stage, INNER_BLOCK_UNITS);
+    wgmma_over_head_dim(ds_flat, v_desc, OUTER_BLOCK_UNITS, do_rows + stage, INNER_BLOCK_UNITS);
     wgmma_commit();
     wgmma_wait<1>();
     fence_operands(p_flat);
-    if (CAUSAL && m0 < n0 + BLOCK_OUTER - 1) {
-      mask_scores<true, true, 1, NI>(p, n0 + wrow, m0, n_q, n_k, scale_log2, am);
-    } else {
-      mask_scores<false, true, 1, NI>(p, n0 + wrow, m0, n_q, n_k, scale_log2, am);
-    }
-    probabilities_t<1, NI>(p, t_lse, m0, n_q);
+    step_probabilities_t<1, NI>(p, t_lse, n0 + wrow, m0, m0, n0, n_q, n_k, scale_log2, am);
     unsigned pa[1][NI / 16][4];
     pack_p<1, NI>(pa, p);
     wgmma_fence();
-    issue_queries(dv_flat, pa, do_cols + stage);
+    wgmma_over_rows(dv_flat, pa, do_cols + stage);  // over the step's queries
     wgmma_commit();
 
     wgmma_wait<1>();  // dPᵀ (dV may still run)
@@ -689,7 +671,7 @@ __device__ __forceinline__ void dkdv_wgmma(unsigned char* smem, DKDV_PARAMS) {
     unsigned dsa[1][NI / 16][4];
     pack_p<1, NI>(dsa, ds);
     wgmma_fence();
-    issue_queries(dk_flat, dsa, q_cols + stage);
+    wgmma_over_rows(dk_flat, dsa, q_cols + stage);
     wgmma_commit();
 
     fence_proxy_async();  // this thread's dSᵀ stores, for the dQ product's reads after the barrier

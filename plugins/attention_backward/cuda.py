@@ -185,11 +185,11 @@ class AttentionBackwardCuda(CudaImplementation):
             q, k, v, mask, do, lse, delta, dk, dv, dq_accum, *strides(q), *strides(k), *strides(v), *strides(do),
             *strides(dk), *strides(dv), *mask_strides, heads, kv_heads, group, n_q, n_k, d, scale * LOG2E, scale,
             grid=(-(-n_k // outer), batch * kv_heads), block=threads, shared_mem=shared[dkdv])
-        if atomic:  # a thread converts 8 floats (WGMMA: 16)
-            per_thread = 16 if config["WGMMA"] else 8
+        if atomic:  # a thread converts 8 floats (WGMMA: 16) of a head's sums
+            per_thread, floats = (16, accum_shape[2] * accum_shape[3]) if config["WGMMA"] else (8, n_q * d)
             kernels["attention_backward_dq_convert"](
                 dq_accum, dq, *strides(dq), heads, n_q, d, scale,
-                grid=(-(-dq_accum[0, 0].numel() // (per_thread * CONVERT_CHUNKS)), batch * heads), block=CONVERT_CHUNKS)
+                grid=(-(-floats // (per_thread * CONVERT_CHUNKS)), batch * heads), block=CONVERT_CHUNKS)
         else:
             kernels["attention_backward_dq"](
                 q, k, v, mask, do, lse, delta, dq, *strides(q), *strides(k), *strides(v), *strides(do),
