@@ -1,7 +1,7 @@
 """Timing a kernel the same way everywhere (tuner, ``kernelzoo bench``, benchmarks).
 
-GPU: CUDA events around each run, the 50 MB L2 flushed before each one by writing a 256 MB
-buffer (outside the events), after a warm-up that keeps compilation and module loads out. The
+GPU: CUDA events around each run, the 50 MB L2 flushed before each one by reading a 256 MB
+buffer (outside the events; see flush_l2), after a warm-up that keeps compilation and module loads out. The
 events time the GPU from the first event to the last, so a call whose host work (argument checks,
 allocation, the launches themselves) outlasts the flush shows that host time too; with
 ``hide_host`` the GPU first waits (``torch.cuda._sleep``) for longer than the host takes to enqueue
@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import torch
 
 K = TypeVar("K", bound=Hashable)
-_flush_buffers: dict[torch.device, torch.Tensor] = {}
+_flush_buffers: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}  # (buffer, its sum)
 L2_FLUSH_BYTES = 256 << 20
 
 
@@ -52,11 +52,18 @@ class Timing:
 
 
 def flush_l2(device: torch.device) -> None:
-    """Evict the GPU's L2 by writing a 256 MB buffer on the current stream (before each timed run)."""
-    buf = _flush_buffers.get(device)
-    if buf is None:
-        buf = _flush_buffers[device] = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device=device)
-    buf.zero_()
+    """Evict the GPU's L2 by reading a 256 MB buffer on the current stream (before each timed run).
+
+    A read, not a write: a write flush (``buf.zero_()``, as ``triton.testing.do_bench`` does) leaves the L2
+    full of dirty lines, and the timed kernel pays for writing them back as it evicts them. On the H100
+    (2026-11-27) that put a copy of 16 MB at 66 % of the 3 TB/s floor, against 87 % after a read flush;
+    above a few hundred MB the two agree within 3 % (docs/perf/layer_norm-study.md, change 10). A read also
+    writes back what the previous run left dirty, outside the timed window."""
+    bufs = _flush_buffers.get(device)
+    if bufs is None:
+        buf = torch.zeros(L2_FLUSH_BYTES // 4, dtype=torch.float32, device=device)
+        bufs = _flush_buffers[device] = (buf, torch.empty((), dtype=torch.float32, device=device))
+    torch.sum(bufs[0], dim=0, out=bufs[1])
 
 
 def time_fn(fn: Callable[[], Any], device: torch.device | str, *, warmup: int = 3,

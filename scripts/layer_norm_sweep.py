@@ -2,7 +2,7 @@
 torch and against a copy of the same bytes, per benchmark shape.
 
     python scripts/layer_norm_sweep.py [--dtype float32] [--op layer_norm] [--quick] [--shape 1024x65536] [--out DIR]
-                                       [--define NAME=VALUE]
+                                       [--plugin cuda] [--define NAME=VALUE]
 
 For each shape of the op's GPU shapes: torch's kernel, a copy moving the same tensors (forward: y = x;
 backward: dx = dy + x, its two reads and one write), the tuned dispatch, and every config of the grid
@@ -44,16 +44,22 @@ def grid(plugin: str, op: str, n: int, quick: bool) -> list[dict]:
         blocks, warps = ([4096, 8192], [8]) if quick else ([1024, 2048, 4096, 8192, 16384], [4, 8, 16])
         return [{"BLOCK": b, "num_warps": w, "num_stages": 1} for b, w in itertools.product(blocks, warps)]
     threads, items, clusters = ([512], [8, 16], [4, 8]) if quick else ([256, 512, 1024], [4, 8, 16, 32], [2, 4, 8])
-    per_sm = [1, 2, 4] if op == "layer_norm_backward" else [None]
+    backward = op == "layer_norm_backward"
+    per_sm = [1, 2, 4] if backward else [None]
     configs = []
     for t, i in itertools.product(threads, items):
         if t * i > 16384:
             continue
         split = n > t * i
-        for c, b in itertools.product(clusters if split else [8], per_sm):
+        prefetch = [0, 1] if backward and not split else [None]  # rows a block holds only
+        for c, b, p in itertools.product(clusters if split else [8], per_sm, prefetch):
             if not split or n <= t * i * c:
                 config = {"THREADS": t, "ITEMS": i, "CLUSTER": c}
-                configs.append(config if b is None else {**config, "blocks_per_sm": b})
+                if b is not None:
+                    config["blocks_per_sm"] = b
+                if p is not None:
+                    config["PREFETCH"] = p
+                configs.append(config)
     return configs
 
 
@@ -66,7 +72,8 @@ def outputs_match(got, want) -> str | None:
     return None
 
 
-def sweep(op: str, shape: tuple, dtype: torch.dtype, quick: bool, budget_ms: float, defines: dict) -> dict:
+def sweep(op: str, shape: tuple, dtype: torch.dtype, quick: bool, budget_ms: float, defines: dict,
+          plugins: list[str]) -> dict:
     spec = registry.op(op)
     call = spec.example(shape, dtype, "cuda", torch.Generator().manual_seed(0))
     n = shape[-1]
@@ -83,7 +90,7 @@ def sweep(op: str, shape: tuple, dtype: torch.dtype, quick: bool, budget_ms: flo
     row = {"op": op, "shape": spec.shape_string(call), "bytes": spec.bytes(call), "copy": copy,
            "torch": ms(lambda: reference.run(call, {}), budget_ms),
            "dispatch": ms(lambda: dispatch.run_call(spec, call), budget_ms), "configs": []}
-    for plugin in ("cuda", "triton"):
+    for plugin in plugins:
         impl = registry.impl(op, plugin)
         for config in [impl.default_config, *grid(plugin, op, n, quick)]:
             config = impl.config({**config, **defines}) if plugin == "cuda" else impl.config(config)
@@ -127,6 +134,7 @@ def main() -> None:
     parser.add_argument("--shape", action="append", help="only these shapes, e.g. 1024x65536 (repeatable)")
     parser.add_argument("--budget-ms", type=float, default=20.0)
     parser.add_argument("--out", type=Path, default=Path("."))
+    parser.add_argument("--plugin", action="append", choices=["cuda", "triton"], help="only these plugins' configs")
     parser.add_argument("--define", action="append", default=[], metavar="NAME=VALUE",
                         help="a define added to every cuda config (an A/B of a source switch; repeatable)")
     args = parser.parse_args()
@@ -139,7 +147,8 @@ def main() -> None:
         for shape in registry.op(op).shapes["cuda"]:
             if args.shape and "x".join(map(str, shape)) not in args.shape:
                 continue
-            results.append(sweep(op, shape, dtype, args.quick, args.budget_ms, defines))
+            plugins = args.plugin or ["cuda", "triton"]
+            results.append(sweep(op, shape, dtype, args.quick, args.budget_ms, defines, plugins))
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "layer_norm_sweep.json").write_text(json.dumps({"bandwidth": bandwidth, "rows": results}, indent=1))
     print("\n% of the floor (op bytes over the 1 GiB copy's bandwidth); best config per plugin\n")

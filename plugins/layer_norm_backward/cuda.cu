@@ -10,7 +10,9 @@
 //   a group takes rows slot, slot + slots, ... (slots = the groups in the grid, about two blocks per SM:
 //   enough 16-byte loads in flight per thread that more occupancy buys nothing), and each block writes one
 //   partial row: few to reduce — at 8192 x 8192 fp32 with 264 blocks, 17 MB against the 805 MB of dy, x
-//   and dx.
+//   and dx. PREFETCH 1: a group loads its next row before this row's sums, so that those loads are in
+//   flight through them (twice the registers for x and dy: 70 -> 76 % of the floor at 4096 x 1024 fp32 on
+//   the H100, 93 -> 80 % at 8192 x 8192 with 512 x 16; docs/perf/layer_norm-study.md, change 11).
 // lnb_cluster (sm_90): a row of up to CLUSTER * THREADS * ITEMS elements split over a cluster of CLUSTER
 //   blocks, each holding its THREADS * ITEMS columns as lnb_fits holds a row, the row sums added across the
 //   cluster in distributed shared memory; a cluster takes rows slot, slot + slots, ... (slots = clusters)
@@ -25,6 +27,9 @@
 #endif
 #ifndef THREADS
 #define THREADS 512
+#endif
+#ifndef PREFETCH
+#define PREFETCH 0
 #endif
 
 constexpr int PACK = 16 / (int)sizeof(T) < ITEMS ? 16 / (int)sizeof(T) : ITEMS;
@@ -70,19 +75,24 @@ __device__ __forceinline__ void store_partial(float* __restrict__ part, int i, i
 
 // ---- rows held in registers ------------------------------------------------------------------
 
-// One row for a thread holding ITEMS of its elements, pack k at column first + k * step: dx stored, the
-// thread's dw and db columns (aw, ab) accumulated. sum(a, c) adds (a, c) over the threads holding the row
-// (a warp's, a block's or a cluster's sum).
-template <int V, class Sum>
-__device__ __forceinline__ void lnb_row(const T* __restrict__ dy_row, const T* __restrict__ x_row,
-                                        T* __restrict__ dx_row, float m, float rs, const float* wv, float* aw,
-                                        float* ab, int first, int step, int n, Sum sum) {
-  float xv[ITEMS], dv[ITEMS];
+// x and dy of one row for a thread holding ITEMS of its elements, pack k at column first + k * step (0 past the
+// row: adds nothing in lnb_row).
+template <int V>
+__device__ __forceinline__ void lnb_load(const T* __restrict__ dy_row, const T* __restrict__ x_row, float* xv,
+                                         float* dv, int first, int step, int n) {
 #pragma unroll
   for (int k = 0; k < ITEMS / V; ++k) {
     load_pack<V>(x_row, first + k * step, n, xv + k * V, 0.0f);
-    load_pack<V>(dy_row, first + k * step, n, dv + k * V, 0.0f);  // 0 past the row: adds nothing below
+    load_pack<V>(dy_row, first + k * step, n, dv + k * V, 0.0f);
   }
+}
+
+// One row from its loaded x and dy (xv, dv; xv is overwritten): dx stored, the thread's dw and db columns
+// (aw, ab) accumulated. sum(a, c) adds (a, c) over the threads holding the row (a warp's, a block's or a
+// cluster's sum).
+template <int V, class Sum>
+__device__ __forceinline__ void lnb_row(float* xv, const float* dv, T* __restrict__ dx_row, float m, float rs,
+                                        const float* wv, float* aw, float* ab, int first, int step, int n, Sum sum) {
   float a = 0.0f, c = 0.0f;
 #pragma unroll
   for (int j = 0; j < ITEMS; ++j) {
@@ -123,11 +133,35 @@ __device__ __forceinline__ void lnb_fits(const T* __restrict__ dy, const T* __re
 #pragma unroll
   for (int j = 0; j < ITEMS; ++j) aw[j] = ab[j] = 0.0f;
   // for group = blockDim.x every thread of the block takes the same rows: the barriers below are uniform
-  for (long long row = slot; row < rows; row += slots)
-    lnb_row<V>(dy + row * dy_stride, x + row * x_stride, dx + row * n, mean[row], rstd[row], wv, aw, ab, lane * V,
-               group * V, n, [&](float sa, float sc) {
-                 return group == 32 ? make_float2(warp_sum(sa), warp_sum(sc)) : block_sum2(sa, sc, red);
-               });
+  const auto sum = [&](float sa, float sc) {
+    return group == 32 ? make_float2(warp_sum(sa), warp_sum(sc)) : block_sum2(sa, sc, red);
+  };
+#if PREFETCH
+  // the group's next row is loaded before this row's sums, so that its loads are in flight through them
+  float xv[ITEMS], dv[ITEMS], m = 0.0f, rs = 0.0f;
+  if (slot < rows) {
+    lnb_load<V>(dy + slot * dy_stride, x + slot * x_stride, xv, dv, lane * V, group * V, n);
+    m = mean[slot], rs = rstd[slot];
+  }
+  for (long long row = slot; row < rows; row += slots) {
+    const long long next = row + slots;
+    float xn[ITEMS], dn[ITEMS], mn = 0.0f, rn = 0.0f;
+    if (next < rows) {
+      lnb_load<V>(dy + next * dy_stride, x + next * x_stride, xn, dn, lane * V, group * V, n);
+      mn = mean[next], rn = rstd[next];
+    }
+    lnb_row<V>(xv, dv, dx + row * n, m, rs, wv, aw, ab, lane * V, group * V, n, sum);
+#pragma unroll
+    for (int j = 0; j < ITEMS; ++j) xv[j] = xn[j], dv[j] = dn[j];
+    m = mn, rs = rn;
+  }
+#else
+  for (long long row = slot; row < rows; row += slots) {
+    float xv[ITEMS], dv[ITEMS];
+    lnb_load<V>(dy + row * dy_stride, x + row * x_stride, xv, dv, lane * V, group * V, n);
+    lnb_row<V>(xv, dv, dx + row * n, mean[row], rstd[row], wv, aw, ab, lane * V, group * V, n, sum);
+  }
+#endif
   if (groups == 1) {
 #pragma unroll
     for (int k = 0; k < ITEMS / V; ++k) {
@@ -178,10 +212,12 @@ __device__ __forceinline__ void lnb_cluster(const T* __restrict__ dy, const T* _
   for (int k = 0; k < ITEMS / V; ++k) load_pack<V>(w, col0 + (k * THREADS + lane) * V, n, wv + k * V, 1.0f);
 #pragma unroll
   for (int j = 0; j < ITEMS; ++j) aw[j] = ab[j] = 0.0f;
-  for (long long row = slot; row < rows; row += slots)  // the same rows for the whole cluster
-    lnb_row<V>(dy + row * dy_stride, x + row * x_stride, dx + row * n, mean[row], rstd[row], wv, aw, ab,
-               col0 + lane * V, THREADS * V, n,
+  for (long long row = slot; row < rows; row += slots) {  // the same rows for the whole cluster
+    float xv[ITEMS], dv[ITEMS];
+    lnb_load<V>(dy + row * dy_stride, x + row * x_stride, xv, dv, col0 + lane * V, THREADS * V, n);
+    lnb_row<V>(xv, dv, dx + row * n, mean[row], rstd[row], wv, aw, ab, col0 + lane * V, THREADS * V, n,
                [&](float sa, float sc) { return cluster_sum2(sa, sc, red, slot_sums, phase); });
+  }
 #pragma unroll
   for (int k = 0; k < ITEMS / V; ++k) {
     const int i = col0 + (k * THREADS + lane) * V;

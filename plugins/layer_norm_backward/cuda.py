@@ -22,13 +22,16 @@ class LayerNormBackwardCuda(CudaImplementation):
     # THREADS: threads per block (the most a row gets); ITEMS: elements per thread, in registers;
     # blocks_per_sm: the grid's size (so the number of partial rows) per SM, for THREADS-thread blocks;
     # CLUSTER: the most blocks a row longer than a block's THREADS * ITEMS is split over (sm_90; a row gets
-    # as few as hold it)
+    # as few as hold it); PREFETCH: rows that one block holds load the next row before this row's sums
     config_space = {"THREADS": [128, 256, 512, 1024], "ITEMS": [1, 2, 4, 8, 16, 32], "blocks_per_sm": [1, 2, 4],
-                    "CLUSTER": [2, 4, 8]}
-    default_config = {"THREADS": 512, "ITEMS": 16, "blocks_per_sm": 2, "CLUSTER": 8}
+                    "CLUSTER": [2, 4, 8], "PREFETCH": [0, 1]}
+    default_config = {"THREADS": 512, "ITEMS": 16, "blocks_per_sm": 2, "CLUSTER": 8, "PREFETCH": 0}
     # rows of 65536 over clusters of 8 blocks of 256 × 32, a grid of 4 blocks per SM: 69 % of the floor at
-    # 1024 × 65536 fp32 on the H100 against 61 % for the config 12 trials of TPE stored (docs/perf/layer_norm-study.md)
-    tuning_seeds = ({"THREADS": 256, "ITEMS": 32, "blocks_per_sm": 4, "CLUSTER": 8},)
+    # 1024 × 65536 fp32 on the H100 against 61 % for the config 12 trials of TPE stored; rows of 1024 by blocks
+    # of 128 × 8 with the next row prefetched: 76 % at 4096 × 1024 against 70 % for the best config without
+    # (docs/perf/layer_norm-study.md)
+    tuning_seeds = ({"THREADS": 256, "ITEMS": 32, "blocks_per_sm": 4, "CLUSTER": 8},
+                    {"THREADS": 512, "ITEMS": 8, "blocks_per_sm": 1, "PREFETCH": 1})
 
     def run(self, call: Call, config: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         dy, x, mean, rstd, n = rows_of(call)

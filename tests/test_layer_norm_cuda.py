@@ -1,0 +1,30 @@
+"""layer_norm_backward's cuda row kernels with the next row prefetched (PREFETCH 1) against the reference, on grids
+small enough that each warp or block walks several rows (the conformance cases give most groups one row, and run
+the default config, which does not prefetch). GPU only."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kernelzoo.registry import registry
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="the cuda plugin's kernels need a CUDA GPU")
+
+# (rows, n): a warp per row (n <= 32 * ITEMS), a block per row, odd lengths (scalar accesses), one row per group
+SHAPES = [(2000, 30), (1500, 1000), (777, 999), (3, 1000), (1, 257)]
+# (THREADS, ITEMS, blocks_per_sm): 4 warps or up to a 128-thread block a row, one or two blocks an SM
+CONFIGS = [(128, 1, 1), (128, 8, 1), (512, 8, 2), (256, 4, 1)]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_prefetching_rows_match_the_reference(shape, dtype):
+    op, impl = registry.op("layer_norm_backward"), registry.impl("layer_norm_backward", "cuda")
+    call = op.example(shape, dtype, "cuda", torch.Generator().manual_seed(shape[0] * 7919 + shape[1]))
+    ref = op.reference(call)
+    for threads, items, per_sm in CONFIGS:
+        for prefetch in (0, 1):
+            config = impl.config({"THREADS": threads, "ITEMS": items, "blocks_per_sm": per_sm, "PREFETCH": prefetch})
+            mismatch = op.verify(call, impl.run(call, config), ref)
+            assert mismatch is None, f"{call.describe()} with {config}: {mismatch}"
