@@ -51,7 +51,7 @@ def grid(plugin: str, op: str, n: int, quick: bool) -> list[dict]:
         if t * i > 16384:
             continue
         split = n > t * i
-        prefetch = [0, 1] if backward and not split else [None]  # rows a block holds only
+        prefetch = [0, 1] if backward else [None]
         for c, b, p in itertools.product(clusters if split else [8], per_sm, prefetch):
             if not split or n <= t * i * c:
                 config = {"THREADS": t, "ITEMS": i, "CLUSTER": c}

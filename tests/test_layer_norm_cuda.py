@@ -1,6 +1,6 @@
-"""layer_norm_backward's cuda row kernels with the next row prefetched (PREFETCH 1) against the reference, on grids
-small enough that each warp or block walks several rows (the conformance cases give most groups one row, and run
-the default config, which does not prefetch). GPU only."""
+"""layer_norm_backward's cuda row kernels against the reference, with and without the next row prefetched (PREFETCH),
+on grids small enough that each warp, block or cluster walks several rows (the conformance cases give most of them
+one row, and run the default config, which does not prefetch). GPU only."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ from kernelzoo.registry import registry
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="the cuda plugin's kernels need a CUDA GPU")
 
-# (rows, n): a warp per row (n <= 32 * ITEMS), a block per row, odd lengths (scalar accesses), one row per group
-SHAPES = [(2000, 30), (1500, 1000), (777, 999), (3, 1000), (1, 257)]
-# (THREADS, ITEMS, blocks_per_sm): 4 warps or up to a 128-thread block a row, one or two blocks an SM
+# (rows, n): a warp per row (n <= 32 * ITEMS), a block per row, a cluster of blocks per row (sm_90, n > THREADS *
+# ITEMS), odd lengths (scalar accesses), one row per group
+SHAPES = [(2000, 30), (1500, 1000), (777, 999), (600, 5000), (301, 4099), (3, 1000), (1, 257)]
+# (THREADS, ITEMS, blocks_per_sm): 4 warps, or a block of up to 128 threads, a row; one or two blocks an SM
 CONFIGS = [(128, 1, 1), (128, 8, 1), (512, 8, 2), (256, 4, 1)]
 
 

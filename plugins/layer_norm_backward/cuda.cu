@@ -10,9 +10,7 @@
 //   a group takes rows slot, slot + slots, ... (slots = the groups in the grid, about two blocks per SM:
 //   enough 16-byte loads in flight per thread that more occupancy buys nothing), and each block writes one
 //   partial row: few to reduce — at 8192 x 8192 fp32 with 264 blocks, 17 MB against the 805 MB of dy, x
-//   and dx. PREFETCH 1: a group loads its next row before this row's sums, so that those loads are in
-//   flight through them (twice the registers for x and dy: 70 -> 76 % of the floor at 4096 x 1024 fp32 on
-//   the H100, 93 -> 80 % at 8192 x 8192 with 512 x 16; docs/perf/layer_norm-study.md, change 11).
+//   and dx.
 // lnb_cluster (sm_90): a row of up to CLUSTER * THREADS * ITEMS elements split over a cluster of CLUSTER
 //   blocks, each holding its THREADS * ITEMS columns as lnb_fits holds a row, the row sums added across the
 //   cluster in distributed shared memory; a cluster takes rows slot, slot + slots, ... (slots = clusters)
@@ -20,6 +18,9 @@
 // lnb_row_stats + lnb_looped: longer rows. A block per row writes (c1, c2); then a block per slot of
 //   consecutive rows walks the row in tiles, each tile over all its rows, so that the dw, db accumulators
 //   of a tile stay in registers; dy and x are read twice.
+// PREFETCH 1 (lnb_fits, lnb_cluster): a group loads its next row before this row's sums, so that those loads
+//   are in flight through them; twice the registers for x and dy (H100, fp32: the best config at 4096 x 1024
+//   70 -> 76 % of the floor, but 512 x 16 at 8192 x 8192 93 -> 80 %; docs/perf/layer_norm-study.md, change 11).
 // Each kernel comes as _vec (PACK elements per 16-byte access; the wrapper checks n, the row strides and
 // the pointers) and _scalar.
 #ifndef ITEMS
@@ -114,6 +115,42 @@ __device__ __forceinline__ void lnb_row(float* xv, const float* dv, T* __restric
   for (int k = 0; k < ITEMS / V; ++k) store_pack<V>(dx_row, first + k * step, n, out + k * V);
 }
 
+// Rows slot, slot + slots, ... (< rows) for a thread holding ITEMS elements of each, pack k at column
+// first + k * step: each row's dx stored, the thread's columns of dw and db accumulated in (aw, ab). With
+// PREFETCH the next row is loaded before this row's sums, so that its loads are in flight through them.
+template <int V, class Sum>
+__device__ __forceinline__ void lnb_rows(const T* __restrict__ dy, const T* __restrict__ x,
+                                         const float* __restrict__ mean, const float* __restrict__ rstd,
+                                         T* __restrict__ dx, const float* wv, float* aw, float* ab, int rows, int n,
+                                         long long dy_stride, long long x_stride, long long slot, long long slots,
+                                         int first, int step, Sum sum) {
+#if PREFETCH
+  float xv[ITEMS], dv[ITEMS], m = 0.0f, rs = 0.0f;
+  if (slot < rows) {
+    lnb_load<V>(dy + slot * dy_stride, x + slot * x_stride, xv, dv, first, step, n);
+    m = mean[slot], rs = rstd[slot];
+  }
+  for (long long row = slot; row < rows; row += slots) {
+    const long long next = row + slots;
+    float xn[ITEMS], dn[ITEMS], mn = 0.0f, rn = 0.0f;
+    if (next < rows) {
+      lnb_load<V>(dy + next * dy_stride, x + next * x_stride, xn, dn, first, step, n);
+      mn = mean[next], rn = rstd[next];
+    }
+    lnb_row<V>(xv, dv, dx + row * n, m, rs, wv, aw, ab, first, step, n, sum);
+#pragma unroll
+    for (int j = 0; j < ITEMS; ++j) xv[j] = xn[j], dv[j] = dn[j];
+    m = mn, rs = rn;
+  }
+#else
+  for (long long row = slot; row < rows; row += slots) {
+    float xv[ITEMS], dv[ITEMS];
+    lnb_load<V>(dy + row * dy_stride, x + row * x_stride, xv, dv, first, step, n);
+    lnb_row<V>(xv, dv, dx + row * n, mean[row], rstd[row], wv, aw, ab, first, step, n, sum);
+  }
+#endif
+}
+
 // Thread `lane` of a group of `group` threads holds ITEMS elements of a row: packs k * group + lane
 // (k < ITEMS / V). group * ITEMS >= n. Slot = the group's index in the grid; the block owns partial row
 // blockIdx.x.
@@ -136,32 +173,8 @@ __device__ __forceinline__ void lnb_fits(const T* __restrict__ dy, const T* __re
   const auto sum = [&](float sa, float sc) {
     return group == 32 ? make_float2(warp_sum(sa), warp_sum(sc)) : block_sum2(sa, sc, red);
   };
-#if PREFETCH
-  // the group's next row is loaded before this row's sums, so that its loads are in flight through them
-  float xv[ITEMS], dv[ITEMS], m = 0.0f, rs = 0.0f;
-  if (slot < rows) {
-    lnb_load<V>(dy + slot * dy_stride, x + slot * x_stride, xv, dv, lane * V, group * V, n);
-    m = mean[slot], rs = rstd[slot];
-  }
-  for (long long row = slot; row < rows; row += slots) {
-    const long long next = row + slots;
-    float xn[ITEMS], dn[ITEMS], mn = 0.0f, rn = 0.0f;
-    if (next < rows) {
-      lnb_load<V>(dy + next * dy_stride, x + next * x_stride, xn, dn, lane * V, group * V, n);
-      mn = mean[next], rn = rstd[next];
-    }
-    lnb_row<V>(xv, dv, dx + row * n, m, rs, wv, aw, ab, lane * V, group * V, n, sum);
-#pragma unroll
-    for (int j = 0; j < ITEMS; ++j) xv[j] = xn[j], dv[j] = dn[j];
-    m = mn, rs = rn;
-  }
-#else
-  for (long long row = slot; row < rows; row += slots) {
-    float xv[ITEMS], dv[ITEMS];
-    lnb_load<V>(dy + row * dy_stride, x + row * x_stride, xv, dv, lane * V, group * V, n);
-    lnb_row<V>(xv, dv, dx + row * n, mean[row], rstd[row], wv, aw, ab, lane * V, group * V, n, sum);
-  }
-#endif
+  lnb_rows<V>(dy, x, mean, rstd, dx, wv, aw, ab, rows, n, dy_stride, x_stride, slot, slots, lane * V, group * V,
+              sum);
   if (groups == 1) {
 #pragma unroll
     for (int k = 0; k < ITEMS / V; ++k) {
@@ -212,12 +225,8 @@ __device__ __forceinline__ void lnb_cluster(const T* __restrict__ dy, const T* _
   for (int k = 0; k < ITEMS / V; ++k) load_pack<V>(w, col0 + (k * THREADS + lane) * V, n, wv + k * V, 1.0f);
 #pragma unroll
   for (int j = 0; j < ITEMS; ++j) aw[j] = ab[j] = 0.0f;
-  for (long long row = slot; row < rows; row += slots) {  // the same rows for the whole cluster
-    float xv[ITEMS], dv[ITEMS];
-    lnb_load<V>(dy + row * dy_stride, x + row * x_stride, xv, dv, col0 + lane * V, THREADS * V, n);
-    lnb_row<V>(xv, dv, dx + row * n, mean[row], rstd[row], wv, aw, ab, col0 + lane * V, THREADS * V, n,
-               [&](float sa, float sc) { return cluster_sum2(sa, sc, red, slot_sums, phase); });
-  }
+  lnb_rows<V>(dy, x, mean, rstd, dx, wv, aw, ab, rows, n, dy_stride, x_stride, slot, slots, col0 + lane * V,
+              THREADS * V, [&](float sa, float sc) { return cluster_sum2(sa, sc, red, slot_sums, phase); });
 #pragma unroll
   for (int k = 0; k < ITEMS / V; ++k) {
     const int i = col0 + (k * THREADS + lane) * V;
