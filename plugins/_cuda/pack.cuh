@@ -1,8 +1,7 @@
 // Pack<V>: V elements of T moved as one memory access of V·sizeof(T) bytes (2, 4, 8 or 16): load `raw` through a
 // pointer to Pack<V>::Raw, then read the elements from `v` (and the other way round to store). Included by the
 // elementwise and row kernels that move 16 bytes a thread (layer_norm, cross_entropy, embedding_backward, the
-// optimizer updates, softmax_backward, and their backwards). softmax/cuda.cu still has its own copy: its tuned
-// winners ship in tuning_db/, and editing its source would expire them until they are tuned again on a GPU.
+// optimizer updates, softmax and softmax_backward, and their backwards).
 
 template <int BYTES> struct RawOf;
 template <> struct RawOf<2> { typedef unsigned short type; };

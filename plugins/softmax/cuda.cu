@@ -27,18 +27,8 @@
 constexpr int PACK = 16 / (int)sizeof(T) < ITEMS ? 16 / (int)sizeof(T) : ITEMS;
 static_assert(ITEMS % PACK == 0, "ITEMS must be a power of two");
 
-template <int BYTES> struct RawOf;
-template <> struct RawOf<2> { typedef unsigned short type; };
-template <> struct RawOf<4> { typedef unsigned int type; };
-template <> struct RawOf<8> { typedef uint2 type; };
-template <> struct RawOf<16> { typedef uint4 type; };
-
-// V elements of T moved as one access of V * sizeof(T) bytes
-template <int V> union Pack {
-  typedef typename RawOf<V * (int)sizeof(T)>::type Raw;
-  Raw raw;
-  T v[V];
-};
+// Pack<V>: V elements of T as one access
+#include "../_cuda/pack.cuh"
 
 // v[0..V) = row[i..i+V) as float, or -inf when i >= end (V divides end - i when V > 1).
 template <int V>
