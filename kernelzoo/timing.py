@@ -56,9 +56,9 @@ def flush_l2(device: torch.device) -> None:
 
     A read, not a write: a write flush (``buf.zero_()``, as ``triton.testing.do_bench`` does) leaves the L2
     full of dirty lines, and the timed kernel pays for writing them back as it evicts them. On the H100
-    (2026-11-27) that put a copy of 16 MB at 66 % of the 3 TB/s floor, against 87 % after a read flush;
-    above a few hundred MB the two agree within 3 % (docs/perf/layer_norm-study.md, change 10). A read also
-    writes back what the previous run left dirty, outside the timed window."""
+    (2026-11-27) that put a copy of 16 MB at 66 % of the 3 TB/s floor, against 87 % after a read flush; at
+    537 MB the two differ by 3 % (docs/perf/layer_norm-study.md, change 10). A read also writes back what the
+    previous run left dirty, outside the timed window."""
     bufs = _flush_buffers.get(device)
     if bufs is None:
         buf = torch.zeros(L2_FLUSH_BYTES // 4, dtype=torch.float32, device=device)

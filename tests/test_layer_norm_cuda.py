@@ -14,7 +14,7 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="the cuda 
 # (rows, n): a warp per row (n <= 32 * ITEMS), a block per row, a cluster of blocks per row (sm_90, n > THREADS *
 # ITEMS), odd lengths (scalar accesses), one row per group
 SHAPES = [(2000, 30), (1500, 1000), (777, 999), (600, 5000), (301, 4099), (3, 1000), (1, 257)]
-# (THREADS, ITEMS, blocks_per_sm): 4 warps, or a block of up to 128 threads, a row; one or two blocks an SM
+# (THREADS, ITEMS, blocks_per_sm): a row by a warp, a block of up to 256 threads or a cluster; one or two blocks an SM
 CONFIGS = [(128, 1, 1), (128, 8, 1), (512, 8, 2), (256, 4, 1)]
 
 

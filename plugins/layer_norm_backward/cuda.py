@@ -22,7 +22,7 @@ class LayerNormBackwardCuda(CudaImplementation):
     # THREADS: threads per block (the most a row gets); ITEMS: elements per thread, in registers;
     # blocks_per_sm: the grid's size (so the number of partial rows) per SM, for THREADS-thread blocks;
     # CLUSTER: the most blocks a row longer than a block's THREADS * ITEMS is split over (sm_90; a row gets
-    # as few as hold it); PREFETCH: rows that one block holds load the next row before this row's sums
+    # as few as hold it); PREFETCH: each warp, block or cluster loads its next row before this row's sums
     config_space = {"THREADS": [128, 256, 512, 1024], "ITEMS": [1, 2, 4, 8, 16, 32], "blocks_per_sm": [1, 2, 4],
                     "CLUSTER": [2, 4, 8], "PREFETCH": [0, 1]}
     default_config = {"THREADS": 512, "ITEMS": 16, "blocks_per_sm": 2, "CLUSTER": 8, "PREFETCH": 0}
