@@ -37,6 +37,7 @@ def main() -> None:
     parser.add_argument("--backward-only", action="store_true")
     args = parser.parse_args()
     g = torch.Generator().manual_seed(0)  # randn draws its seed on the CPU, its values on the GPU
+    hopper, bwd_hopper = (HOPPER, BWD_HOPPER) if torch.cuda.get_device_capability() >= (9, 0) else ([], [])
     runs = backward_runs = hopper_runs = 0
     sizes = [(97, 97), (1025, 97)] if args.backward_only else [(1, 1), (97, 97), (1025, 1025), (97, 1025), (1025, 97)]
     dims = (64, 128) if args.backward_only else (24, 64, 128)
@@ -47,7 +48,7 @@ def main() -> None:
         o, lse = FWD.run(call, FWD.config())
         if not args.backward_only:
             FWD.run(call, FWD.config({"BLOCK_N": 32, "WARPS": 4, "Q_REGS": 0}))
-            for overrides in HOPPER if torch.cuda.get_device_capability() >= (9, 0) else ():
+            for overrides in hopper:
                 try:
                     FWD.run(call, FWD.config(overrides))
                 except UnsupportedError:
@@ -57,7 +58,7 @@ def main() -> None:
         bwd_call = registry.op("attention_backward").check(q, k, v, o, lse, do, causal=causal)
         layouts = [{"DQ": dq, "SPLIT": split}  # dQ by its own pass and by atomics, in either dK/dV layout
                    for dq, split in itertools.product(BWD.config_space["DQ"], BWD.config_space["SPLIT"])]
-        for overrides in layouts + (BWD_HOPPER if torch.cuda.get_device_capability() >= (9, 0) else []):
+        for overrides in layouts + bwd_hopper:
             try:
                 BWD.run(bwd_call, BWD.config(overrides))
             except UnsupportedError:

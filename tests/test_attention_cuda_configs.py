@@ -216,8 +216,8 @@ def test_flashattention3_s_order_at_head_dim_128_takes_the_producer_warpgroup_s_
     with pytest.raises(UnsupportedError, match="PRODUCER 3 moves"):
         IMPL.shared_memory(forward_call(128, False), {**config, "PRODUCER": 2})
     assert IMPL.shared_memory(forward_call(128, False), {**config, "PRODUCER": 3})["attention_forward"] > 0
-    assert IMPL.shared_memory(forward_call(64, False), {**config, "PRODUCER": 2})["attention_forward"] > 0  # 156
-    # registers at head dim 64
+    # 156 registers at head dim 64
+    assert IMPL.shared_memory(forward_call(64, False), {**config, "PRODUCER": 2})["attention_forward"] > 0
 
 
 def test_where_tensor_maps_cannot_launch_the_default_runs_a_config_without_tma(monkeypatch):
@@ -276,8 +276,8 @@ def test_the_backward_wgmma_tiles_and_dq_share_fit_the_h100(on_sm90):
 @pytest.mark.parametrize("dtype", ["kz_half", "kz_bf16"])
 @pytest.mark.parametrize(("d", "warps", "masked"), [(64, 4, False), (64, 8, False), (128, 8, False), (128, 8, True)])
 def test_the_backward_wgmma_kernel_compiles_for_sm90a_without_serialized_mmas(dtype, d, warps, masked):
-    """ptxas keeps the wgmma chains asynchronous and the tile state in registers: 202-255 registers, no spill through
-    NVRTC 13.5, 4 bytes with an additive mask at head dim 128 through 13.0 (the H100 machine's)."""
+    """ptxas keeps the wgmma chains asynchronous and the tile state in registers (2 stages): 202-255 registers, no
+    spill through NVRTC 13.5, 4 bytes with an additive mask at head dim 128 through 13.0 (the H100 machine's)."""
     defines = {**attention_cuda.call_defines(backward_call(d),
                                              BWD.config({"WGMMA": 1, "WARPS": warps, "BLOCK_OUTER": 16 * warps})),
                **({"MASK": 1, "MASK_T": "float"} if masked else {})}
@@ -287,3 +287,19 @@ def test_the_backward_wgmma_kernel_compiles_for_sm90a_without_serialized_mmas(dt
     assert cubin[:4] == b"\x7fELF" and "'attention_backward_dkdv_dq' for 'sm_90a'" in log
     assert "serialized" not in log
     assert max(int(n) for n in re.findall(r"(\d+) bytes spill stores", log)) <= 16
+
+
+@pytest.mark.skipif(not cuda.compile_available()[0], reason="NVRTC not available")
+@pytest.mark.parametrize("masked", [False, True])
+@pytest.mark.parametrize("d", [64, 128])
+def test_the_backward_hopper_defaults_compile_for_sm90a_without_serialized_mmas(d, masked):
+    """The configs a call given the default runs on an sm_90 device (3 stages): 210-255 registers, no spill but
+    with an additive mask at head dim 128, 60 bytes through NVRTC 13.5 and 64 through 13.0."""
+    config = BWD.config(BWD.hopper_defaults[d])
+    defines = {**attention_cuda.call_defines(backward_call(d), config),
+               **({"MASK": 1, "MASK_T": "float"} if masked else {})}
+    cuda.compile_cubin(BWD.read_source("cuda.cu"), defines={"T": "kz_half", **defines},
+                       options=["--ptxas-options=-v"], arch="sm_90a", name="cuda.cu")
+    log = cuda.last_log()
+    assert "serialized" not in log
+    assert max(int(n) for n in re.findall(r"(\d+) bytes spill stores", log)) <= (64 if masked and d == 128 else 0)

@@ -84,6 +84,16 @@ def sm90(device: torch.device) -> bool:
     return device.type == "cuda" and torch.cuda.get_device_capability(device) == (9, 0)
 
 
+def check_wgmma_call(key: str, call: Call) -> None:
+    """Refuse a WGMMA config (either plugin's) for ``call`` where its device is a GPU other than sm_90 or its
+    kernel head dim is not one of WGMMA_HEAD_DIMS."""
+    if call.device.type == "cuda" and not sm90(call.device):
+        raise UnsupportedError(f"{key}: WGMMA runs on sm_90 (Hopper) devices only")
+    hd = kernel_head_dim(call.inputs["q"].shape[3])
+    if hd not in WGMMA_HEAD_DIMS:
+        raise UnsupportedError(f"{key}: WGMMA takes head dims {WGMMA_HEAD_DIMS}, not {hd}")
+
+
 def tma_unavailable(device: torch.device) -> str | None:
     """Why kernels that take tensor maps (PRODUCER 2 and 3) cannot launch on ``device``, or None; asked of CUDA
     devices only."""
@@ -198,16 +208,14 @@ class AttentionCuda(CudaImplementation):
         return super().supports(call) or unsupported(call)
 
     def target(self, config: Mapping[str, Any], arch: str) -> str:
+        """sm_90a for the warpgroup-MMA configs (both plugins'), else the device's arch."""
         return "sm_90a" if config.get("WGMMA") else arch
 
     def wgmma_shared_memory(self, call: Call, config: Mapping[str, Any]) -> dict[str, int]:
         """shared_memory() of a WGMMA config: the q tile and STAGES × (K, V) tiles, swizzled (no padding), and
         1024 bytes to align them; tile state: scores, o accumulators and P packed."""
         hd, bm, bn = kernel_head_dim(call.inputs["q"].shape[3]), config["BLOCK_M"], config["BLOCK_N"]
-        if call.device.type == "cuda" and not sm90(call.device):
-            raise UnsupportedError(f"{self.key}: WGMMA runs on sm_90 (Hopper) devices only")
-        if hd not in WGMMA_HEAD_DIMS:
-            raise UnsupportedError(f"{self.key}: WGMMA takes head dims {WGMMA_HEAD_DIMS}, not {hd}")
+        check_wgmma_call(self.key, call)
         if bm != 16 * config["WARPS"] or not config["Q_REGS"]:
             raise UnsupportedError(f"{self.key}: WGMMA runs 64 rows a warpgroup (BLOCK_M = 16·WARPS) with Q_REGS 1 "
                                    f"(q is read by descriptor), not {config}")

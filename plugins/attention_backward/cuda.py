@@ -22,10 +22,11 @@ from kernelzoo.registry import Call
 from ..attention.cuda import (
     LOG2E,
     STATE_REGISTERS,
-    WGMMA_HEAD_DIMS,
+    AttentionCuda,
     aligned_rows,
     call_defines,
     check_fit,
+    check_wgmma_call,
     first_fitting,
     kernel_head_dim,
     mask_args,
@@ -80,8 +81,7 @@ class AttentionBackwardCuda(CudaImplementation):
     def supports(self, call: Call) -> str | None:
         return super().supports(call) or unsupported(call)
 
-    def target(self, config: Mapping[str, Any], arch: str) -> str:
-        return "sm_90a" if config.get("WGMMA") else arch
+    target = AttentionCuda.target
 
     def defines(self, dtype: torch.dtype, config: Mapping[str, Any]) -> dict[str, int | float | str]:
         # DQ picks the kernels to launch, not their code: both strategies share one module
@@ -92,10 +92,7 @@ class AttentionBackwardCuda(CudaImplementation):
         tiles, swizzled (no padding), a step's dSᵀ (outer keys × 64 queries), lse and delta, and a step's dQ
         (64 × hd float32)."""
         hd, outer, inner = kernel_head_dim(call.inputs["q"].shape[3]), config["BLOCK_OUTER"], config["BLOCK_INNER"]
-        if call.device.type == "cuda" and not sm90(call.device):
-            raise UnsupportedError(f"{self.key}: WGMMA runs on sm_90 (Hopper) devices only")
-        if hd not in WGMMA_HEAD_DIMS:
-            raise UnsupportedError(f"{self.key}: WGMMA takes head dims {WGMMA_HEAD_DIMS}, not {hd}")
+        check_wgmma_call(self.key, call)
         if outer != 16 * config["WARPS"] or inner != 64 or config["DQ"] != "atomic" or config["SPLIT"]:
             raise UnsupportedError(f"{self.key}: WGMMA runs 64 keys a warpgroup (BLOCK_OUTER = 16·WARPS), 64-row "
                                    f"steps, atomic dQ and SPLIT 0, not {config}")
