@@ -2,7 +2,7 @@
 torch and against a copy of the same bytes, per benchmark shape.
 
     python scripts/layer_norm_sweep.py [--dtype float32] [--op layer_norm] [--quick] [--shape 1024x65536] [--out DIR]
-                                       [--plugin cuda] [--define NAME=VALUE]
+                                       [--plugin cuda] [--define NAME=VALUE] [--plain-launch]
 
 For each shape of the op's GPU shapes: torch's kernel, a copy moving the same tensors (forward: y = x;
 backward: dx = dy + x, its two reads and one write), the tuned dispatch, and every config of the grid
@@ -137,7 +137,12 @@ def main() -> None:
     parser.add_argument("--plugin", action="append", choices=["cuda", "triton"], help="only these plugins' configs")
     parser.add_argument("--define", action="append", default=[], metavar="NAME=VALUE",
                         help="a define added to every cuda config (an A/B of a source switch; repeatable)")
+    parser.add_argument("--plain-launch", action="store_true",
+                        help="the backward's second kernel launched after the row kernel ends, not as its programmatic "
+                             "dependent (the A/B of that launch)")
     args = parser.parse_args()
+    if args.plain_launch:
+        registry.impl("layer_norm_backward", "cuda").dependent_launch = False
     dtype = getattr(torch, args.dtype)
     defines = {name: int(value) for name, value in (d.split("=", 1) for d in args.define)}
     bandwidth = copy_bandwidth(args.budget_ms)

@@ -36,6 +36,23 @@ extern "C" __global__ void pairs(const kz_h2* x, kz_bf2* y, int n) {
 """
 
 
+# `late` writes x[i] = i + 1 after spinning for `spin` clock cycles, having let its dependent start at once;
+# `copy`, launched as that dependent, waits for it and copies x
+DEPENDENT = r"""
+extern "C" __global__ void late(int* x, int n, long long spin) {
+  kz_launch_dependents();
+  const long long start = clock64();
+  while (clock64() - start < spin) {
+  }
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) x[i] = i + 1;
+}
+extern "C" __global__ void copy(const int* x, int* y, int n) {
+  kz_wait_prior_grids();
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) y[i] = x[i];
+}
+"""
+
+
 @pytest.fixture(autouse=True)
 def cache_dir(tmp_path, monkeypatch):
     """A private disk cache and an empty memory cache for every test."""
@@ -122,6 +139,25 @@ def test_dtype_define():
 def test_available_says_why_not():
     ok, reason = cuda.available()
     assert ok is False and reason
+
+
+def test_launch_config_structs_have_the_driver_s_layout():
+    """cuLaunchKernelEx reads these structs as cuda.h lays them out (CUDA 12 and 13): an attribute is a 4-byte
+    id, padding, and a 64-byte union at offset 8; the config's stream, attributes and count follow 7 uints."""
+    ffi = cuda._ffi
+    assert ffi.sizeof("CUlaunchAttribute") == 72 and ffi.offsetof("CUlaunchAttribute", "value") == 8
+    assert ffi.sizeof("CUlaunchConfig") == 56
+    assert [ffi.offsetof("CUlaunchConfig", f) for f in ("sharedMemBytes", "hStream", "attrs", "numAttrs")] == \
+        [24, 32, 40, 48]
+    assert cuda._DEPENDENT.id == 6  # CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+    assert cuda._DEPENDENT.value.programmaticStreamSerializationAllowed == 1
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_dependent_launch_helpers_compile_everywhere(arch):
+    """griddepcontrol is sm_90's; before it the helpers compile to nothing."""
+    cubin = cuda.compile_cubin(DEPENDENT, arch=arch)
+    assert cubin.startswith(b"\x7fELF")
 
 
 def test_launch_arguments_are_checked_before_the_driver():
@@ -260,6 +296,22 @@ def test_launch_doubles_a_tensor(dtype):
     twice(x, y, x.numel(), grid=_cdiv(x.numel(), 256), block=256)
     torch.cuda.synchronize()
     assert torch.equal(y, x * 2)
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_a_dependent_launch_reads_what_the_kernel_before_it_wrote():
+    """The dependent kernel's blocks may start while `late` spins (about 0.1 ms), and read x only after it ends;
+    where the device has no dependent launch (before sm_90) the launch is an ordinary one."""
+    module = cuda.load(DEPENDENT)
+    late, copy = module.function("late"), module.function("copy")
+    n = 1 << 20
+    for _ in range(3):
+        x, y = torch.zeros(n, dtype=torch.int32, device="cuda"), torch.full((n,), -1, dtype=torch.int32, device="cuda")
+        late(x, n, cuda.I64(200_000), grid=132, block=256)
+        copy(x, y, n, grid=64, block=256, dependent=True)
+        torch.cuda.synchronize()
+        assert torch.equal(y, torch.arange(1, n + 1, dtype=torch.int32, device="cuda"))
 
 
 @pytest.mark.gpu

@@ -8,6 +8,11 @@ declares, header-free, what kernels share:
 * ``float kz_to_float(v)`` for float, kz_half and kz_bf16, and ``kz_from_float<X>(float)`` back, rounding
   to nearest even; ``kz_to_float2(pair)`` / ``kz_from_float2<X2>(float2)`` for the pairs.
 * ``KZ_INF``: +infinity as a float.
+* ``kz_wait_prior_grids()`` / ``kz_launch_dependents()``: programmatic dependent launch (sm_90 on, no-ops
+  before). A kernel launched with ``dependent=True`` may start while the kernel before it on the stream still
+  runs; ``kz_wait_prior_grids()`` returns once that kernel has finished and its writes are visible, so it goes
+  before the first read of anything that kernel wrote. ``kz_launch_dependents()`` lets the dependent kernel's
+  blocks start before this kernel ends (without it they start as its last blocks exit).
 
 A kernel is written once for an element type ``T``, computes in float, and is compiled per dtype with
 ``defines={"T": dtype_define(x.dtype)}``, so ``T`` is float, kz_half or kz_bf16::
@@ -98,6 +103,17 @@ template <> __device__ __forceinline__ kz_h2 kz_from_float2<kz_h2>(float2 f) {
 template <> __device__ __forceinline__ kz_bf2 kz_from_float2<kz_bf2>(float2 f) {
   return kz_bf2{kz_from_float<kz_bf16>(f.x), kz_from_float<kz_bf16>(f.y)};
 }
+
+__device__ __forceinline__ void kz_wait_prior_grids() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void kz_launch_dependents() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
 """
 
 _ffi = cffi.FFI()
@@ -143,6 +159,18 @@ CUresult cuFuncGetParamCount(CUfunction func, size_t *paramCount);
 CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
                         unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
                         unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra);
+typedef struct {  /* CUlaunchAttribute: an id, then a 64-byte, 8-aligned union of values */
+    int id;
+    char pad[4];
+    union { char pad[64]; int programmaticStreamSerializationAllowed; void *align; } value;
+} CUlaunchAttribute;
+typedef struct {
+    unsigned int gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes;
+    CUstream hStream;
+    CUlaunchAttribute *attrs;
+    unsigned int numAttrs;
+} CUlaunchConfig;
+CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra);
 typedef struct { unsigned long long opaque[16]; } CUtensorMap;
 CUresult cuTensorMapEncodeTiled(CUtensorMap *tensorMap, int tensorDataType, unsigned int tensorRank,
                                 void *globalAddress, const unsigned long long *globalDim,
@@ -152,6 +180,7 @@ CUresult cuTensorMapEncodeTiled(CUtensorMap *tensorMap, int tensorDataType, unsi
 """)
 
 _NVRTC_ERROR_COMPILATION = 6
+_PROGRAMMATIC_STREAM_SERIALIZATION = 6  # a CUlaunchAttributeID
 _MAX_DYNAMIC_SHARED_SIZE_BYTES = 8  # a CU_FUNC_ATTRIBUTE_*, like the values of _ATTRIBUTES
 _ATTRIBUTES = {"registers": 4, "static_shared_bytes": 1, "local_bytes": 3, "max_threads_per_block": 0}
 _DTYPE_DEFINES = {torch.float32: "float", torch.float16: "kz_half", torch.bfloat16: "kz_bf16"}
@@ -333,6 +362,20 @@ def tensor_map_launch() -> tuple[bool, str]:
     return True, "cuFuncGetParamInfo found"
 
 
+@functools.cache
+def dependent_launch(device: int) -> tuple[bool, str]:
+    """Whether a kernel can be launched on ``device`` as a programmatic dependent of the kernel before it
+    (``Kernel(..., dependent=True)``: an sm_90 device and a driver with cuLaunchKernelEx), and why (not)."""
+    major, _ = torch.cuda.get_device_capability(device)
+    if major < 9:
+        return False, f"sm_{major}x: programmatic dependent launch needs sm_90"
+    try:
+        _libcuda().cuLaunchKernelEx  # noqa: B018 (a missing symbol raises here)
+    except (AttributeError, CudaError) as e:
+        return False, f"the driver has no cuLaunchKernelEx (CUDA 12.0 drivers on): {e}"
+    return True, "sm_90 and cuLaunchKernelEx"
+
+
 def device_arch(device_index: int | None = None) -> str:
     """The "sm_XY" to compile for a torch CUDA device: its own, or the highest older one NVRTC supports."""
     major, minor = torch.cuda.get_device_capability(device_index)
@@ -500,6 +543,9 @@ def _dims(value: tuple[int, ...] | int, what: str) -> tuple[int, int, int]:
 # (CU_LAUNCH_PARAM_BUFFER_POINTER, CU_LAUNCH_PARAM_BUFFER_SIZE, CU_LAUNCH_PARAM_END). One struct.pack per
 # launch instead of a C copy per argument: 28 arguments took 7.7 µs as copies, 0.4 µs packed (2-core Xeon).
 _BUFFER_POINTER, _BUFFER_SIZE, _LAUNCH_END = _ffi.cast("void *", 1), _ffi.cast("void *", 2), _ffi.NULL
+# the launch attribute of a dependent launch (cuLaunchKernelEx): programmatic stream serialization allowed
+_DEPENDENT = _ffi.new("CUlaunchAttribute *", {"id": _PROGRAMMATIC_STREAM_SERIALIZATION,
+                                              "value": {"programmaticStreamSerializationAllowed": 1}})
 _STRUCT_CODES = {int: "i", bool: "i", float: "f", I64: "q", type(None): "Q"}  # a tensor: "Q", its address
 _NUMPY_CODES = {  # numpy dtype.kind + itemsize -> struct code
     "b1": "?", "i1": "b", "u1": "B", "i2": "h", "u2": "H", "i4": "i", "u4": "I", "i8": "q", "u8": "Q",
@@ -645,27 +691,35 @@ class Kernel:
         return {key: self._attribute(attribute) for key, attribute in _ATTRIBUTES.items()}
 
     def __call__(self, *args: object, grid: tuple[int, ...] | int, block: tuple[int, ...] | int,
-                 shared_mem: int = 0, stream: torch.cuda.Stream | int | None = None) -> None:
-        """Launch, asynchronously, on ``stream``: by default torch's current stream on the kernel's device."""
+                 shared_mem: int = 0, stream: torch.cuda.Stream | int | None = None, dependent: bool = False) -> None:
+        """Launch, asynchronously, on ``stream``: by default torch's current stream on the kernel's device.
+
+        ``dependent``: where the device allows it (:func:`dependent_launch`), as a programmatic dependent of the
+        kernel before it on the stream, whose blocks may then start before that kernel ends: the kernel must call
+        ``kz_wait_prior_grids()`` before it reads what that kernel wrote. Elsewhere an ordinary launch."""
         grid_dims, block_dims = _dims(grid, "grid"), _dims(block, "block")
         if 0 in grid_dims:
             return  # nothing to do, and CUDA calls an empty grid an error
-        data, layout = _pack(args, self._layouts, self.params)  # kept alive until cuLaunchKernel has copied it
+        data, layout = _pack(args, self._layouts, self.params)  # kept alive until the launch has copied it
         device = self.module.device
         c_stream = _ffi.cast("CUstream", _stream_handle(stream, device))
         if shared_mem > 0:
             self._allow_dynamic_shared(shared_mem)
         extra = (_ffi.new("void *[5]", [_BUFFER_POINTER, _ffi.from_buffer(data), _BUFFER_SIZE, layout.size,
                                         _LAUNCH_END]) if args else _ffi.NULL)
-        launch = _driver().cuLaunchKernel
+        if dependent and dependent_launch(device)[0]:
+            config = _ffi.new("CUlaunchConfig *", [*grid_dims, *block_dims, shared_mem, c_stream, _DEPENDENT, 1])
+            launch, what, launch_args = _driver().cuLaunchKernelEx, "cuLaunchKernelEx", (config, self._handle)
+        else:
+            launch, what = _driver().cuLaunchKernel, "cuLaunchKernel"
+            launch_args = (self._handle, *grid_dims, *block_dims, shared_mem, c_stream)
         if _is_current(device):
-            rc = launch(self._handle, *grid_dims, *block_dims, shared_mem, c_stream, _ffi.NULL, extra)
+            rc = launch(*launch_args, _ffi.NULL, extra)
         else:
             with _context(device):
-                rc = launch(self._handle, *grid_dims, *block_dims, shared_mem, c_stream, _ffi.NULL, extra)
+                rc = launch(*launch_args, _ffi.NULL, extra)
         if rc != 0:
-            what = f"grid={grid_dims}, block={block_dims}, shared_mem={shared_mem}"
-            _check(f"cuLaunchKernel({self.name}, {what})", rc)
+            _check(f"{what}({self.name}, grid={grid_dims}, block={block_dims}, shared_mem={shared_mem})", rc)
 
     def _allow_dynamic_shared(self, size: int) -> None:
         if self._dynamic_shared_limit is None:

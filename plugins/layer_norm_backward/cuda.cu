@@ -4,7 +4,9 @@
 //   dx = rstd * (g - c1 - x_hat * c2),   c1 = mean(g), c2 = mean(g * x_hat)
 // and over the rows dw = sum(dy * x_hat), db = sum(dy), in two stages (deterministic, no atomics): each
 // group of threads adds its rows into registers and writes one float partial row (part_w, part_b: slots x n);
-// lnb_reduce adds the slots in a fixed order.
+// lnb_reduce adds the slots in a fixed order. On sm_90, after lnb_fits or lnb_cluster, it is launched as a
+// programmatic dependent of the row kernel, which lets it start at once (kz_launch_dependents): its launch and
+// its blocks' start overlap the row kernel, and it waits (kz_wait_prior_grids) only for the partial rows.
 //
 // lnb_fits: a row held in registers, ITEMS elements per thread, by one warp (group = 32) or the whole block;
 //   a group takes rows slot, slot + slots, ... (slots = the groups in the grid, about two blocks per SM:
@@ -160,6 +162,7 @@ __device__ __forceinline__ void lnb_fits(const T* __restrict__ dy, const T* __re
                                          const T* __restrict__ w, T* __restrict__ dx, float* __restrict__ part_w,
                                          float* __restrict__ part_b, int rows, int n, long long dy_stride,
                                          long long x_stride, int group) {
+  kz_launch_dependents();
   __shared__ float2 red[33];
   const int lane = threadIdx.x % group, groups = blockDim.x / group;
   const long long slot = (long long)blockIdx.x * groups + threadIdx.x / group;
@@ -216,6 +219,7 @@ __device__ __forceinline__ void lnb_cluster(const T* __restrict__ dy, const T* _
                                             const T* __restrict__ w, T* __restrict__ dx, float* __restrict__ part_w,
                                             float* __restrict__ part_b, int rows, int n, long long dy_stride,
                                             long long x_stride) {
+  kz_launch_dependents();
   __shared__ float2 red[33], slot_sums[2];
   int phase = 0;
   const int col0 = (int)cluster_rank() * THREADS * ITEMS, lane = threadIdx.x;
@@ -353,24 +357,33 @@ KZ_KERNELS(lnb_looped,
            (dy, x, mean, rstd, w, stats, dx, part_w, part_b, rows, n, dy_stride, x_stride, rows_per_slot))
 
 // Stage 2: dw[c] = sum over slots of part_w[s][c] (blockIdx.y = 0), db[c] likewise (blockIdx.y = 1).
-// Block (32, 32): 32 adjacent columns (coalesced), 32 threads per column each adding every 32nd slot (so
-// that many loads are in flight: a few hundred slots of a short row are otherwise a long serial chain per
-// thread), then a tree over the 32 in a fixed order. No sums past n (slots may be 0: the sums of no rows are 0).
-extern "C" __global__ void __launch_bounds__(1024) lnb_reduce(const float* __restrict__ part_w,
-                                                              const float* __restrict__ part_b, T* __restrict__ dw,
-                                                              T* __restrict__ db, int slots, int n) {
-  __shared__ float red[32][33];
-  const int col = blockIdx.x * 32 + threadIdx.x;
-  const float* part = blockIdx.y == 0 ? part_w : part_b;
-  float s = 0.0f;
-  if (col < n)
-    for (int k = threadIdx.y; k < slots; k += 32) s += part[(long long)k * n + col];
-  red[threadIdx.y][threadIdx.x] = s;
-  __syncthreads();
+// Block (cols, lanes), 512 threads, lanes a power of two: cols adjacent columns (coalesced), `lanes` threads
+// per column each adding every lanes-th slot, four loads in flight, then a tree over the lanes in a fixed
+// order. The wrapper gives more lanes to more slots (a few hundred slots of a short row are otherwise a long
+// serial chain per thread) and fewer to few (a tree over idle lanes costs more than the sums, at long rows).
+// No sums past n (slots may be 0: the sums of no rows are 0).
+extern "C" __global__ void __launch_bounds__(512) lnb_reduce(const float* __restrict__ part_w,
+                                                             const float* __restrict__ part_b, T* __restrict__ dw,
+                                                             T* __restrict__ db, int slots, int n) {
+  __shared__ float red[512 + 32];  // [lanes][cols + 1]
+  const int cols = blockDim.x, lanes = blockDim.y, pitch = cols + 1;
+  const int col = blockIdx.x * cols + threadIdx.x;
+  const float* part = (blockIdx.y == 0 ? part_w : part_b) + col;
+  float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  kz_wait_prior_grids();  // for the row kernel's partial rows
+  if (col < n) {
+    int k = threadIdx.y;
+    for (; k + 3 * lanes < slots; k += 4 * lanes) {
 #pragma unroll
-  for (int half = 16; half > 0; half >>= 1) {
-    if (threadIdx.y < half) red[threadIdx.y][threadIdx.x] += red[threadIdx.y + half][threadIdx.x];
+      for (int u = 0; u < 4; ++u) s[u] += part[(long long)(k + u * lanes) * n];
+    }
+    for (; k < slots; k += lanes) s[0] += part[(long long)k * n];
+  }
+  red[threadIdx.y * pitch + threadIdx.x] = (s[0] + s[1]) + (s[2] + s[3]);
+  __syncthreads();
+  for (int half = lanes / 2; half > 0; half >>= 1) {
+    if (threadIdx.y < half) red[threadIdx.y * pitch + threadIdx.x] += red[(threadIdx.y + half) * pitch + threadIdx.x];
     __syncthreads();
   }
-  if (threadIdx.y == 0 && col < n) (blockIdx.y == 0 ? dw : db)[col] = kz_from_float<T>(red[0][threadIdx.x]);
+  if (threadIdx.y == 0 && col < n) (blockIdx.y == 0 ? dw : db)[col] = kz_from_float<T>(red[threadIdx.x]);
 }

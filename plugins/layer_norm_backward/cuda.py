@@ -1,7 +1,8 @@
 """layer_norm_backward in raw CUDA, compiled by NVRTC: rows in registers by a warp or a block, each group of
 threads taking every slots-th row and keeping its grad_weight / grad_bias partial row in registers; on sm_90,
 longer rows split over a cluster of up to CLUSTER blocks the same way; rows longer still by a row-statistics
-kernel and a tiled kernel; a second small kernel adds the partial rows in order."""
+kernel and a tiled kernel; a second small kernel adds the partial rows in order (on sm_90 launched as the row
+kernel's programmatic dependent, so that it is resident and waiting when the row kernel ends)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,11 @@ from . import rows_of
 _MAX_COLS = 1 << 30  # element offsets within a row are 32-bit, with a tile of headroom
 
 
+def reduce_lanes(slots: int) -> int:
+    """Threads per column of the second stage (a power of two, 1 to 32): about one for every 8 partial rows."""
+    return min(32, 1 << max(0, (slots // 8).bit_length() - 1))
+
+
 class LayerNormBackwardCuda(CudaImplementation):
     op = "layer_norm_backward"
     # THREADS: threads per block (the most a row gets); ITEMS: elements per thread, in registers;
@@ -30,6 +36,8 @@ class LayerNormBackwardCuda(CudaImplementation):
     # 1024 × 65536 fp32 on the H100 against 61 % for the config 12 trials of TPE stored; rows of 1024 by blocks
     # of 128 × 8 with the next row prefetched: 76 % at 4096 × 1024 against 70 % for the best config without
     # (docs/perf/layer_norm-study.md)
+    # the kernel after a row kernel starts before it ends, waiting inside for its writes (sm_90; see the .cu)
+    dependent_launch = True
     tuning_seeds = ({"THREADS": 256, "ITEMS": 32, "blocks_per_sm": 4, "CLUSTER": 8},
                     {"THREADS": 512, "ITEMS": 8, "blocks_per_sm": 1, "PREFETCH": 1})
 
@@ -42,14 +50,17 @@ class LayerNormBackwardCuda(CudaImplementation):
         dx, dw, db = call.empty((rows, n)), call.empty((n,)), call.empty((n,))
         if n:
             w = call.inputs["weight"].contiguous() if "weight" in call.inputs else None
-            slots, part = self._rows(dy, x, mean, rstd, w, dx, config)
-            self.kernel("lnb_reduce", x.dtype, config)(part[0], part[1], dw, db, slots, n,
-                                                       grid=((n + 31) // 32, 2), block=(32, 32))
+            slots, part, early = self._rows(dy, x, mean, rstd, w, dx, config)
+            lanes = reduce_lanes(slots)
+            self.kernel("lnb_reduce", x.dtype, config)(
+                part[0], part[1], dw, db, slots, n, grid=((n + 512 // lanes - 1) // (512 // lanes), 2),
+                block=(512 // lanes, lanes), dependent=early and self.dependent_launch)
         return dx.view(call.inputs["x"].shape), dw.view(shape), db.view(shape)
 
     def _rows(self, dy: torch.Tensor, x: torch.Tensor, mean: torch.Tensor, rstd: torch.Tensor,
-              w: torch.Tensor | None, dx: torch.Tensor, config: dict) -> tuple[int, torch.Tensor]:
-        """Launch the row kernels; (slots, the (2, slots, n) float partial rows of grad_weight and grad_bias)."""
+              w: torch.Tensor | None, dx: torch.Tensor, config: dict) -> tuple[int, torch.Tensor, bool]:
+        """Launch the row kernels; (slots, the (2, slots, n) float partial rows of grad_weight and grad_bias,
+        whether the last row kernel lets the next kernel start early)."""
         rows, n = x.shape
         threads, items = config["THREADS"], config["ITEMS"]
         strides = (I64(dy.stride(0)), I64(x.stride(0)))
@@ -67,13 +78,13 @@ class LayerNormBackwardCuda(CudaImplementation):
             part = torch.empty((2, slots, n), dtype=torch.float32, device=x.device)
             self.kernel("lnb_fits" + suffix, x.dtype, config)(dy, x, mean, rstd, w, dx, part[0], part[1], rows, n,
                                                               *strides, group, grid=grid, block=block)
-            return slots, part
+            return slots, part, True
         if cluster := row_cluster(n, threads * items, config["CLUSTER"], x.device):  # a cluster of blocks per row
             slots = max(1, min(rows, budget // cluster))
             part = torch.empty((2, slots, n), dtype=torch.float32, device=x.device)
             self.kernel("lnb_cluster" + suffix, x.dtype, {**config, "CLUSTER": cluster})(
                 dy, x, mean, rstd, w, dx, part[0], part[1], rows, n, *strides, grid=slots * cluster, block=threads)
-            return slots, part
+            return slots, part, True
         stats = torch.empty((rows, 2), dtype=torch.float32, device=x.device)  # (c1, c2) per row
         self.kernel("lnb_row_stats" + suffix, x.dtype, config)(dy, x, mean, rstd, w, stats, n, *strides,
                                                                grid=rows, block=threads)
@@ -82,4 +93,4 @@ class LayerNormBackwardCuda(CudaImplementation):
         part = torch.empty((2, slots, n), dtype=torch.float32, device=x.device)
         self.kernel("lnb_looped" + suffix, x.dtype, config)(dy, x, mean, rstd, w, stats, dx, part[0], part[1], rows,
                                                             n, *strides, rows_per_slot, grid=slots, block=threads)
-        return slots, part
+        return slots, part, False
