@@ -247,10 +247,16 @@ def readme(results: Results) -> str:
              "ones from `scripts/cpu_bench.sh`. The GELU fusion study: [gelu_fusion.md](gelu_fusion.md).", ""]
     for kind in KINDS:
         if results.get(kind):
-            meta = next(iter(results[kind].values()))[0]
-            lines.append(f"- {_heading(kind, meta)}, measured {meta['date'][:10]}; "
+            metas = sorted((meta for meta, _ in results[kind].values()), key=lambda meta: meta["date"])
+            meta, dates = metas[-1], sorted({m["date"][:10] for m in metas})
+            if len(dates) == 1:
+                when, note = f"measured {dates[0]}", _load_note(meta)
+            else:  # the ops' runs differ: the newest run's versions, each page its own run's details
+                when = f"measured {dates[0]} to {dates[-1]} (each op's page: its run's date, versions and load)"
+                note = ""
+            lines.append(f"- {_heading(kind, meta)}, {when}; "
                          + ", ".join(f"{k} {v}" for k, v in meta.get("versions", {}).items() if v)
-                         + f". {_load_note(meta)}".rstrip(". ") + ".")
+                         + f". {note}".rstrip(". ") + ".")
     cells = [[f"[{op}]({op}.md)", *(_best_text(results[k][op][1]) if op in results.get(k, {}) else "not measured"
                                     for k in KINDS)] for op in ops]
     lines += ["", format_markdown(("op", "GPU: best plugin vs torch", "CPU: best plugin vs torch"), cells), "",
