@@ -1,16 +1,27 @@
 // layer_norm forward over the rows of a (rows, n) float matrix: column stride 1, rows x_stride apart; y is
-// contiguous. Rows in parallel, each row by one thread in two vectorised passes:
+// contiguous. Rows in parallel, a thread's rows in order, each row in two vectorised passes:
 //   1. s1 = sum(x - K), s2 = sum((x - K)^2) with K = x[0] (shifted data: no cancellation when the mean is far
 //      from 0, which E[x^2] - E[x]^2 suffers), in float chunks of CHUNK elements gathered in doubles;
 //   2. y = (x - mean) * rstd * w + b, the row read again from cache (32 KB at n = 8192).
+// A thread takes a run of consecutive rows, and pass 1 of its next row runs in the same loop as pass 2 of this
+// row: the next row's loads from memory go out among this row's stores instead of after them. Against the two
+// passes one row after the other (same process, three runs of seven interleaved rounds, 2-core Xeon,
+// 2026-11-27): 1.03-1.11x at 2048 x 2048, 1.05-1.10x at 4096 x 1024, 1.05-1.19x at 256 x 8192, 1.04x at
+// 8192 x 8192, 1.18x at 64 x 1024.
 // A row holding inf or NaN has var NaN; its mean is made NaN too (torch's Welford mean is NaN there).
 #include <math.h>
+#include <omp.h>
 
 #define CHUNK 1024
 
 static long long min_ll(long long a, long long b) { return a < b ? a : b; }
 
-static void shifted_sums(const float *restrict x, long long n, float k, double *s1, double *s2) {
+typedef struct {
+    double s1, s2;
+} Sums;
+
+static Sums shifted_sums(const float *restrict x, long long n) {
+    const float k = x[0];
     double t1 = 0.0, t2 = 0.0;
     for (long long lo = 0; lo < n; lo += CHUNK) {
         long long hi = min_ll(lo + CHUNK, n);
@@ -24,24 +35,66 @@ static void shifted_sums(const float *restrict x, long long n, float k, double *
         t1 += a;
         t2 += q;
     }
-    *s1 = t1;
-    *s2 = t2;
+    return (Sums){t1, t2};
 }
 
-static void normalise(const float *restrict x, const float *restrict w, const float *restrict b, float *restrict y,
-                      long long n, float mean, float rstd) {
-    if (w && b) {
-        #pragma omp simd
-        for (long long i = 0; i < n; ++i) y[i] = (x[i] - mean) * rstd * w[i] + b[i];
-    } else if (w) {
-        #pragma omp simd
-        for (long long i = 0; i < n; ++i) y[i] = (x[i] - mean) * rstd * w[i];
-    } else if (b) {
-        #pragma omp simd
-        for (long long i = 0; i < n; ++i) y[i] = (x[i] - mean) * rstd + b[i];
-    } else {
-        #pragma omp simd
-        for (long long i = 0; i < n; ++i) y[i] = (x[i] - mean) * rstd;
+// y = (x - mean) * rstd * w + b over a row (w, b constants after inlining: has_w, has_b), and, where next is not
+// NULL, the shifted sums of the row `next` in the same loop.
+static inline __attribute__((always_inline)) Sums normalise(const float *restrict x, const float *restrict w,
+                                                            const float *restrict b, float *restrict y, long long n,
+                                                            float mean, float rstd, const float *restrict next,
+                                                            const int has_w, const int has_b) {
+    double t1 = 0.0, t2 = 0.0;
+    const float k = next ? next[0] : 0.0f;
+    for (long long lo = 0; lo < n; lo += CHUNK) {
+        long long hi = min_ll(lo + CHUNK, n);
+        if (next) {
+            float a = 0.0f, q = 0.0f;
+            #pragma omp simd reduction(+:a, q)
+            for (long long i = lo; i < hi; ++i) {
+                float d = next[i] - k;
+                a += d;
+                q += d * d;
+                float v = (x[i] - mean) * rstd;
+                if (has_w) v *= w[i];
+                if (has_b) v += b[i];
+                y[i] = v;
+            }
+            t1 += a;
+            t2 += q;
+        } else {
+            #pragma omp simd
+            for (long long i = lo; i < hi; ++i) {
+                float v = (x[i] - mean) * rstd;
+                if (has_w) v *= w[i];
+                if (has_b) v += b[i];
+                y[i] = v;
+            }
+        }
+    }
+    return (Sums){t1, t2};
+}
+
+static inline __attribute__((always_inline)) void rows_span(const float *x, const float *w, const float *b,
+                                                            float *y, float *mean, float *rstd, long long lo,
+                                                            long long hi, long long n, long long x_stride,
+                                                            float eps, const int has_w, const int has_b) {
+    if (lo >= hi) return;
+    Sums s = shifted_sums(x + lo * x_stride, n);
+    for (long long r = lo; r < hi; ++r) {
+        const float *xr = x + r * x_stride;
+        double shift = s.s1 / n;
+        double var = s.s2 / n - shift * shift;
+        if (var < 0.0) var = 0.0;  // rounding may leave a tiny negative; NaN stays NaN (the test is false)
+        float m = var != var ? NAN : (float)(xr[0] + shift);
+        float rs = (float)(1.0 / sqrt(var + eps));
+        mean[r] = m;
+        rstd[r] = rs;
+        const float *next = r + 1 < hi ? xr + x_stride : (const float *)0;
+        if (next)
+            s = normalise(xr, w, b, y + r * n, n, m, rs, next, has_w, has_b);
+        else
+            normalise(xr, w, b, y + r * n, n, m, rs, (const float *)0, has_w, has_b);
     }
 }
 
@@ -49,18 +102,16 @@ static void normalise(const float *restrict x, const float *restrict w, const fl
 void layer_norm_fwd(const float *x, const float *w, const float *b, float *y, float *mean, float *rstd,
                     long long rows, long long n, long long x_stride, float eps, int threads) {
     // below ~16k elements a parallel region (a few microseconds) costs more than it saves
-    #pragma omp parallel for num_threads(threads) schedule(static) if (rows * n >= 16384)
-    for (long long r = 0; r < rows; ++r) {
-        const float *xr = x + r * x_stride;
-        double s1, s2;
-        shifted_sums(xr, n, xr[0], &s1, &s2);
-        double shift = s1 / n;
-        double var = s2 / n - shift * shift;
-        if (var < 0.0) var = 0.0;  // rounding may leave a tiny negative; NaN stays NaN (the test is false)
-        float m = var != var ? NAN : (float)(xr[0] + shift);
-        float rs = (float)(1.0 / sqrt(var + eps));
-        mean[r] = m;
-        rstd[r] = rs;
-        normalise(xr, w, b, y + r * n, n, m, rs);
+    #pragma omp parallel num_threads(threads) if (rows * n >= 16384)
+    {
+        const int t = omp_get_thread_num(), team = omp_get_num_threads();
+        const long long per = rows / team, extra = rows % team;
+        const long long lo = t * per + (t < extra ? t : extra), hi = lo + per + (t < extra);
+        switch ((w != 0) * 2 + (b != 0)) {
+            case 3: rows_span(x, w, b, y, mean, rstd, lo, hi, n, x_stride, eps, 1, 1); break;
+            case 2: rows_span(x, w, b, y, mean, rstd, lo, hi, n, x_stride, eps, 1, 0); break;
+            case 1: rows_span(x, w, b, y, mean, rstd, lo, hi, n, x_stride, eps, 0, 1); break;
+            default: rows_span(x, w, b, y, mean, rstd, lo, hi, n, x_stride, eps, 0, 0); break;
+        }
     }
 }

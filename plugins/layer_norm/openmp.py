@@ -1,4 +1,5 @@
-"""layer_norm in OpenMP C: rows in parallel, each in two vectorised passes (shifted sums, then normalise)."""
+"""layer_norm in OpenMP C: runs of rows in parallel, each row in two vectorised passes (shifted sums, then
+normalise), a thread's next row summed in the loop that normalises this one."""
 
 from __future__ import annotations
 
