@@ -372,7 +372,7 @@ def dependent_launch(device: int) -> tuple[bool, str]:
     try:
         _libcuda().cuLaunchKernelEx  # noqa: B018 (a missing symbol raises here)
     except (AttributeError, CudaError) as e:
-        return False, f"the driver has no cuLaunchKernelEx (CUDA 12.0 drivers on): {e}"
+        return False, f"the driver has no cuLaunchKernelEx: {e}"
     return True, "sm_90 and cuLaunchKernelEx"
 
 

@@ -2,7 +2,7 @@
 threads taking every slots-th row and keeping its grad_weight / grad_bias partial row in registers; on sm_90,
 longer rows split over a cluster of up to CLUSTER blocks the same way; rows longer still by a row-statistics
 kernel and a tiled kernel; a second small kernel adds the partial rows in order (on sm_90 launched as the row
-kernel's programmatic dependent, so that it is resident and waiting when the row kernel ends)."""
+kernel's programmatic dependent, so that its launch overlaps the row kernel)."""
 
 from __future__ import annotations
 
@@ -52,9 +52,10 @@ class LayerNormBackwardCuda(CudaImplementation):
             w = call.inputs["weight"].contiguous() if "weight" in call.inputs else None
             slots, part, early = self._rows(dy, x, mean, rstd, w, dx, config)
             lanes = reduce_lanes(slots)
-            self.kernel("lnb_reduce", x.dtype, config)(
-                part[0], part[1], dw, db, slots, n, grid=((n + 512 // lanes - 1) // (512 // lanes), 2),
-                block=(512 // lanes, lanes), dependent=early and self.dependent_launch)
+            cols = 512 // lanes  # a block of 512 threads
+            self.kernel("lnb_reduce", x.dtype, config)(part[0], part[1], dw, db, slots, n,
+                                                       grid=((n + cols - 1) // cols, 2), block=(cols, lanes),
+                                                       dependent=early and self.dependent_launch)
         return dx.view(call.inputs["x"].shape), dw.view(shape), db.view(shape)
 
     def _rows(self, dy: torch.Tensor, x: torch.Tensor, mean: torch.Tensor, rstd: torch.Tensor,
