@@ -39,27 +39,28 @@ def copy_bandwidth(budget_ms: float) -> float:
 
 
 def grid(plugin: str, op: str, n: int, quick: bool) -> list[dict]:
-    """Configs for rows of n: CLUSTER varies only where a row needs a cluster."""
+    """Configs for rows of n: CLUSTER varies only where a row needs a cluster; the cuda forward's ways of walking
+    rows (blocks_per_sm, PREFETCH) only where a row fits a block."""
     if plugin == "triton":
         blocks, warps = ([4096, 8192], [8]) if quick else ([1024, 2048, 4096, 8192, 16384], [4, 8, 16])
         return [{"BLOCK": b, "num_warps": w, "num_stages": 1} for b, w in itertools.product(blocks, warps)]
     threads, items, clusters = ([512], [8, 16], [4, 8]) if quick else ([256, 512, 1024], [4, 8, 16, 32], [2, 4, 8])
     backward = op == "layer_norm_backward"
-    per_sm = [1, 2, 4] if backward else [None]
     configs = []
     for t, i in itertools.product(threads, items):
         if t * i > 16384:
             continue
         split = n > t * i
-        prefetch = [0, 1] if backward else [None]
-        for c, b, p in itertools.product(clusters if split else [8], per_sm, prefetch):
+        if backward:
+            walks = [{"blocks_per_sm": b, "PREFETCH": p} for b, p in itertools.product([1, 2, 4], [0, 1])]
+        elif split or quick:
+            walks = [{}]
+        else:  # a group per row, or groups walking rows, with and without the next row prefetched
+            walks = [{"blocks_per_sm": 0}] + [{"blocks_per_sm": b, "PREFETCH": p}
+                                              for b, p in itertools.product([1, 2, 4], [0, 1])]
+        for c, walk in itertools.product(clusters if split else [8], walks):
             if not split or n <= t * i * c:
-                config = {"THREADS": t, "ITEMS": i, "CLUSTER": c}
-                if b is not None:
-                    config["blocks_per_sm"] = b
-                if p is not None:
-                    config["PREFETCH"] = p
-                configs.append(config)
+                configs.append({"THREADS": t, "ITEMS": i, "CLUSTER": c, **walk})
     return configs
 
 

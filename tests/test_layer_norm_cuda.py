@@ -1,6 +1,7 @@
-"""layer_norm_backward's cuda row kernels against the reference, with and without the next row prefetched (PREFETCH),
-on grids small enough that each warp, block or cluster walks several rows (the conformance cases give most of them
-one row, and run the default config, which does not prefetch). GPU only."""
+"""layer_norm's and layer_norm_backward's cuda row kernels against the reference, with and without the next row
+prefetched (PREFETCH), on grids small enough that each warp, block or cluster walks several rows (the conformance
+cases give most of them one row, and run the default config, which does not prefetch; the forward's walks rows only
+in the warp and block kernels). GPU only."""
 
 from __future__ import annotations
 
@@ -20,8 +21,9 @@ CONFIGS = [(128, 1, 1), (128, 8, 1), (512, 8, 2), (256, 4, 1)]
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
-def test_prefetching_rows_match_the_reference(shape, dtype):
-    op, impl = registry.op("layer_norm_backward"), registry.impl("layer_norm_backward", "cuda")
+@pytest.mark.parametrize("name", ["layer_norm", "layer_norm_backward"])
+def test_prefetching_rows_match_the_reference(name, shape, dtype):
+    op, impl = registry.op(name), registry.impl(name, "cuda")
     call = op.example(shape, dtype, "cuda", torch.Generator().manual_seed(shape[0] * 7919 + shape[1]))
     ref = op.reference(call)
     for threads, items, per_sm in CONFIGS:

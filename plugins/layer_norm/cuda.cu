@@ -4,7 +4,10 @@
 // ln_fits: a row held in registers, ITEMS elements per thread, by one warp (group = 32, several rows per
 //   block) or by the whole block (group = blockDim.x): x read once, y written once (the floor's traffic:
 //   8192 x 8192 fp32 is 537 MB, 0.179 ms at 3.0 TB/s). The mean, then the variance of the deviations held
-//   in registers (two-pass: exact, no cancellation), each a shuffle (and shared-memory) reduction.
+//   in registers (two-pass: exact, no cancellation), each a shuffle (and shared-memory) reduction. A warp or
+//   block takes one row (a grid of every row) or walks several (a grid of a few blocks per SM); with PREFETCH
+//   it loads its next row before this row's sums (H100, 4096 x 1024 fp32: the best config 72 -> 79 % of the
+//   floor; docs/perf/layer_norm-study.md, change 16).
 // ln_cluster (sm_90): a row of up to CLUSTER * THREADS * ITEMS elements split over a cluster of CLUSTER
 //   blocks, each holding its THREADS * ITEMS columns in registers as ln_fits does; each block's count, mean
 //   and squared deviations meet once in distributed shared memory (Chan's combination). x still read once:
@@ -24,6 +27,9 @@
 #endif
 #ifndef THREADS
 #define THREADS 512
+#endif
+#ifndef PREFETCH
+#define PREFETCH 0
 #endif
 
 constexpr int PACK = 16 / (int)sizeof(T) < ITEMS ? 16 / (int)sizeof(T) : ITEMS;
@@ -110,15 +116,19 @@ __device__ __forceinline__ float center(float* v, float mean, int first, int ste
   return q;
 }
 
-// One row for a thread holding ITEMS of its elements, pack k at column first + k * step: the mean, then the
-// variance of the deviations held in registers, each added over the threads holding the row by sum(a, b)
-// (a warp's, a block's or a cluster's); y stored. Returns (mean, var).
-template <int V, class Sum>
-__device__ __forceinline__ float2 ln_row(const T* __restrict__ xr, const T* __restrict__ w, const T* __restrict__ b,
-                                         T* __restrict__ yr, int first, int step, int n, float eps, Sum sum) {
-  float v[ITEMS];
+// The thread's ITEMS elements of row xr, pack k at column first + k * step (0 past the row's end).
+template <int V>
+__device__ __forceinline__ void load_row(const T* __restrict__ xr, float* v, int first, int step, int n) {
 #pragma unroll
   for (int k = 0; k < ITEMS / V; ++k) load_pack<V>(xr, first + k * step, n, v + k * V, 0.0f);
+}
+
+// One row for a thread holding ITEMS of its elements in v (load_row's layout): the mean, then the variance of
+// the deviations held in registers, each added over the threads holding the row by sum(a, b) (a warp's, a
+// block's or a cluster's); y stored. Returns (mean, var).
+template <int V, class Sum>
+__device__ __forceinline__ float2 ln_row(float* v, const T* __restrict__ w, const T* __restrict__ b,
+                                         T* __restrict__ yr, int first, int step, int n, float eps, Sum sum) {
   const float mean = sum(slots_sum(v), 0.0f).x / n;
   const float var = sum(center<V>(v, mean, first, step, n), 0.0f).x / n;
   const float rstd = 1.0f / sqrtf(var + eps);
@@ -133,20 +143,40 @@ __device__ __forceinline__ float2 ln_row(const T* __restrict__ xr, const T* __re
   return make_float2(mean, var);
 }
 
-// Thread `lane` of a group of `group` threads holds ITEMS elements of the row: packs k * group + lane
-// (k < ITEMS / V), so consecutive threads read consecutive packs. group * ITEMS >= n.
+// Thread `lane` of a group of `group` threads holds ITEMS elements of a row: packs k * group + lane
+// (k < ITEMS / V), so consecutive threads read consecutive packs. group * ITEMS >= n. A group takes rows
+// slot, slot + slots, ... (slot = its index in the grid, slots = the groups in the grid); with PREFETCH it
+// loads its next row before this row's sums, so that those loads are in flight through them.
 template <int V>
 __device__ __forceinline__ void ln_fits(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
                                         T* __restrict__ y, float* __restrict__ mean_out,
                                         float* __restrict__ rstd_out, int rows, int n, long long x_stride, int group,
                                         float eps) {
   __shared__ float2 red[33];
-  const int lane = threadIdx.x % group;
-  const long long row = (long long)blockIdx.x * (blockDim.x / group) + threadIdx.x / group;
-  if (row >= rows) return;  // whole warps only (group 32); never for group = blockDim.x (grid = rows)
-  const float2 stats = ln_row<V>(x + row * x_stride, w, b, y + row * n, lane * V, group * V, n, eps,
-                                 [&](float sa, float sb) { return group_sum2(sa, sb, group, red); });
-  if (lane == 0) write_stats(mean_out, rstd_out, row, stats.x, stats.y, eps);
+  const int lane = threadIdx.x % group, groups = blockDim.x / group;
+  const long long slot = (long long)blockIdx.x * groups + threadIdx.x / group;
+  const long long slots = (long long)gridDim.x * groups;
+  if (slot >= rows) return;  // whole warps only (group 32); for group = blockDim.x the whole block
+  const auto sum = [&](float sa, float sb) { return group_sum2(sa, sb, group, red); };
+  const int first = lane * V, step = group * V;
+  float v[ITEMS];
+  load_row<V>(x + slot * x_stride, v, first, step, n);
+  for (long long row = slot; row < rows; row += slots) {
+#if PREFETCH
+    float next[ITEMS];
+    if (row + slots < rows) load_row<V>(x + (row + slots) * x_stride, next, first, step, n);
+#endif
+    const float2 stats = ln_row<V>(v, w, b, y + row * n, first, step, n, eps, sum);
+    if (lane == 0) write_stats(mean_out, rstd_out, row, stats.x, stats.y, eps);
+    if (row + slots < rows) {
+#if PREFETCH
+#pragma unroll
+      for (int j = 0; j < ITEMS; ++j) v[j] = next[j];
+#else
+      load_row<V>(x + (row + slots) * x_stride, v, first, step, n);
+#endif
+    }
+  }
 }
 
 // ---- rows split over a cluster (sm_90) -------------------------------------------------------------
@@ -167,10 +197,8 @@ __device__ __forceinline__ void ln_cluster(const T* __restrict__ x, const T* __r
   const int rank = (int)cluster_rank();
   const long long row = blockIdx.x / CLUSTER;
   const int first = rank * PER_BLOCK + (int)threadIdx.x * V, step = THREADS * V;
-  const T* xr = x + row * x_stride;
   float v[ITEMS];
-#pragma unroll
-  for (int k = 0; k < ITEMS / V; ++k) load_pack<V>(xr, first + k * step, n, v + k * V, 0.0f);
+  load_row<V>(x + row * x_stride, v, first, step, n);
   const int count = min(max(n - rank * PER_BLOCK, 0), PER_BLOCK);  // this block's columns
   const float block_sum = block_sum2(slots_sum(v), 0.0f, red).x;
   const float local_mean = count > 0 ? block_sum / count : 0.0f;
