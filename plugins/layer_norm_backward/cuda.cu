@@ -23,6 +23,11 @@
 // PREFETCH 1 (lnb_fits, lnb_cluster): a group loads its next row before this row's sums, so that those loads
 //   are in flight through them; twice the registers for x and dy (H100, fp32: the best config at 4096 x 1024
 //   70 -> 76 % of the floor, but 512 x 16 at 8192 x 8192 93 -> 80 %; docs/perf/layer_norm-study.md, change 11).
+// PART_CLUSTER > 1 (lnb_fits_pc, a block per row, sm_90): clusters of that many blocks add their partial rows in
+//   distributed shared memory once their rows are done, and the second kernel reads a PART_CLUSTER-th of them
+//   (H100, fp32: 8192 x 8192 at 512 x 16, two blocks an SM, 94 -> 95 % of the floor with clusters of 2, 82-83 %
+//   with 4 or 8; 4096 x 1024 79 -> 61-72 %: a cluster's blocks wait for its slowest before they write;
+//   docs/perf/layer_norm-study.md, change 18).
 // Each kernel comes as _vec (PACK elements per 16-byte access; the wrapper checks n, the row strides and
 // the pointers) and _scalar.
 #ifndef ITEMS
@@ -33,6 +38,9 @@
 #endif
 #ifndef PREFETCH
 #define PREFETCH 0
+#endif
+#ifndef PART_CLUSTER
+#define PART_CLUSTER 1
 #endif
 
 constexpr int PACK = 16 / (int)sizeof(T) < ITEMS ? 16 / (int)sizeof(T) : ITEMS;
@@ -153,10 +161,51 @@ __device__ __forceinline__ void lnb_rows(const T* __restrict__ dy, const T* __re
 #endif
 }
 
+#if __CUDA_ARCH__ >= 900
+// For lnb_fits_pc (a block per row, clusters of PART_CLUSTER blocks): the cluster's blocks add their partial
+// rows in distributed shared memory and write one, partial row blockIdx.x / PART_CLUSTER; block `rank` adds
+// and writes the rank-th PART_CLUSTER-th of the columns, the blocks' values in rank order. part_s: dynamic
+// shared memory of 2 * ITEMS * blockDim.x floats (aw's columns, then ab's).
+template <int V>
+__device__ __forceinline__ void add_cluster_partials(const float* aw, const float* ab, float* __restrict__ part_w,
+                                                     float* __restrict__ part_b, int n) {
+  extern __shared__ float2 part_s2[];
+  float* part_s = reinterpret_cast<float*>(part_s2);
+  const int width = ITEMS * blockDim.x;  // the columns a block holds (>= n; a multiple of 32)
+#pragma unroll
+  for (int k = 0; k < ITEMS / V; ++k) {
+#pragma unroll
+    for (int e = 0; e < V; ++e) {
+      const int col = (k * (int)blockDim.x + (int)threadIdx.x) * V + e;
+      part_s[col] = aw[k * V + e];
+      part_s[width + col] = ab[k * V + e];
+    }
+  }
+  cluster_barrier();
+  const int share = width / PART_CLUSTER;  // float2 pairs a block adds, of the 2 * width floats
+  const int rank = (int)cluster_rank();
+  const long long out = blockIdx.x / PART_CLUSTER * (long long)n;
+  for (int p = threadIdx.x; p < share; p += blockDim.x) {
+    const int pair = rank * share + p, which = pair * 2 >= width, col = pair * 2 - which * width;
+    float2 s = make_float2(0.0f, 0.0f);
+#pragma unroll
+    for (int q = 0; q < PART_CLUSTER; ++q) {
+      const float2 v = load_cluster(part_s2 + pair, q);
+      s.x += v.x;
+      s.y += v.y;
+    }
+    float* dst = (which ? part_b : part_w) + out;
+    if (col < n) dst[col] = s.x;
+    if (col + 1 < n) dst[col + 1] = s.y;
+  }
+  cluster_barrier();  // no block exits while another may still read its shared memory
+}
+#endif
+
 // Thread `lane` of a group of `group` threads holds ITEMS elements of a row: packs k * group + lane
 // (k < ITEMS / V). group * ITEMS >= n. Slot = the group's index in the grid; the block owns partial row
-// blockIdx.x.
-template <int V>
+// blockIdx.x, or with CLUSTERED (a block per row, sm_90) its cluster owns partial row blockIdx.x / PART_CLUSTER.
+template <int V, bool CLUSTERED = false>
 __device__ __forceinline__ void lnb_fits(const T* __restrict__ dy, const T* __restrict__ x,
                                          const float* __restrict__ mean, const float* __restrict__ rstd,
                                          const T* __restrict__ w, T* __restrict__ dx, float* __restrict__ part_w,
@@ -179,6 +228,12 @@ __device__ __forceinline__ void lnb_fits(const T* __restrict__ dy, const T* __re
   lnb_rows<V>(dy, x, mean, rstd, dx, wv, aw, ab, rows, n, dy_stride, x_stride, slot, slots, lane * V, group * V,
               sum);
   if (groups == 1) {
+#if __CUDA_ARCH__ >= 900
+    if constexpr (CLUSTERED) {
+      add_cluster_partials<V>(aw, ab, part_w, part_b, n);
+      return;
+    }
+#endif
 #pragma unroll
     for (int k = 0; k < ITEMS / V; ++k) {
       const int i = (k * group + lane) * V;
@@ -337,6 +392,20 @@ KZ_KERNELS(lnb_fits,
             float* __restrict__ part_b, int rows, int n, long long dy_stride, long long x_stride, int group),
            (dy, x, mean, rstd, w, dx, part_w, part_b, rows, n, dy_stride, x_stride, group))
 #if __CUDA_ARCH__ >= 900
+template <int V>
+__device__ __forceinline__ void lnb_fits_pc(const T* __restrict__ dy, const T* __restrict__ x,
+                                            const float* __restrict__ mean, const float* __restrict__ rstd,
+                                            const T* __restrict__ w, T* __restrict__ dx, float* __restrict__ part_w,
+                                            float* __restrict__ part_b, int rows, int n, long long dy_stride,
+                                            long long x_stride, int group) {
+  lnb_fits<V, true>(dy, x, mean, rstd, w, dx, part_w, part_b, rows, n, dy_stride, x_stride, group);
+}
+KZ_KERNELS_WITH(__cluster_dims__(PART_CLUSTER, 1, 1), lnb_fits_pc,
+                (const T* __restrict__ dy, const T* __restrict__ x, const float* __restrict__ mean,
+                 const float* __restrict__ rstd, const T* __restrict__ w, T* __restrict__ dx,
+                 float* __restrict__ part_w, float* __restrict__ part_b, int rows, int n, long long dy_stride,
+                 long long x_stride, int group),
+                (dy, x, mean, rstd, w, dx, part_w, part_b, rows, n, dy_stride, x_stride, group))
 KZ_KERNELS_WITH(__cluster_dims__(CLUSTER, 1, 1), lnb_cluster,
                 (const T* __restrict__ dy, const T* __restrict__ x, const float* __restrict__ mean,
                  const float* __restrict__ rstd, const T* __restrict__ w, T* __restrict__ dx,

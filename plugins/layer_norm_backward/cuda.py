@@ -7,7 +7,7 @@ kernel's programmatic dependent, so that its launch overlaps the row kernel)."""
 from __future__ import annotations
 
 import torch
-from kernelzoo_plugins.layer_norm.cuda import row_cluster, sm_count, vector_ok
+from kernelzoo_plugins.layer_norm.cuda import has_clusters, row_cluster, sm_count, vector_ok
 
 from kernelzoo.backends.cuda import I64, CudaImplementation
 from kernelzoo.errors import UnsupportedError
@@ -16,6 +16,7 @@ from kernelzoo.registry import Call
 from . import rows_of
 
 _MAX_COLS = 1 << 30  # element offsets within a row are 32-bit, with a tile of headroom
+_MAX_PART_SHARED = 64 << 10  # the most shared memory a block of lnb_fits_pc holds its partial rows in
 
 
 def reduce_lanes(slots: int) -> int:
@@ -29,9 +30,12 @@ class LayerNormBackwardCuda(CudaImplementation):
     # blocks_per_sm: the grid's size (so the number of partial rows) per SM, for THREADS-thread blocks;
     # CLUSTER: the most blocks a row longer than a block's THREADS * ITEMS is split over (sm_90; a row gets
     # as few as hold it); PREFETCH: each warp, block or cluster loads its next row before this row's sums
+    # PART_CLUSTER: where a block holds a row (sm_90), clusters of that many blocks add their partial rows
+    # into one before the second stage (1: each block writes its own)
     config_space = {"THREADS": [128, 256, 512, 1024], "ITEMS": [1, 2, 4, 8, 16, 32], "blocks_per_sm": [1, 2, 4],
-                    "CLUSTER": [2, 4, 8], "PREFETCH": [0, 1]}
-    default_config = {"THREADS": 512, "ITEMS": 16, "blocks_per_sm": 2, "CLUSTER": 8, "PREFETCH": 0}
+                    "CLUSTER": [2, 4, 8], "PREFETCH": [0, 1], "PART_CLUSTER": [1, 2, 4, 8]}
+    default_config = {"THREADS": 512, "ITEMS": 16, "blocks_per_sm": 2, "CLUSTER": 8, "PREFETCH": 0,
+                      "PART_CLUSTER": 1}
     # rows of 65536 over clusters of 8 blocks of 256 × 32, a grid of 4 blocks per SM: 69 % of the floor at
     # 1024 × 65536 fp32 on the H100 against 61 % for the config 12 trials of TPE stored; rows of 1024 by blocks
     # of 128 × 8 with the next row prefetched: 76 % at 4096 × 1024 against 70 % for the best config without
@@ -75,6 +79,16 @@ class LayerNormBackwardCuda(CudaImplementation):
             else:  # a block per row, of just enough warps to hold it
                 group = block = min(threads, ((n + items - 1) // items + 31) // 32 * 32)
                 grid = max(1, min(rows, budget * max(1, threads // block)))
+            together = config["PART_CLUSTER"]  # blocks adding their partial rows into one (sm_90)
+            shared = 2 * items * block * 4  # their partial rows, in shared memory
+            if group == block and together > 1 and has_clusters(x.device) and shared <= _MAX_PART_SHARED:
+                grid = (grid + together - 1) // together * together
+                slots = grid // together
+                part = torch.empty((2, slots, n), dtype=torch.float32, device=x.device)
+                self.kernel("lnb_fits_pc" + suffix, x.dtype, config)(
+                    dy, x, mean, rstd, w, dx, part[0], part[1], rows, n, *strides, group, grid=grid, block=block,
+                    shared_mem=shared)
+                return slots, part, True
             slots = grid  # a partial row per block
             part = torch.empty((2, slots, n), dtype=torch.float32, device=x.device)
             self.kernel("lnb_fits" + suffix, x.dtype, config)(dy, x, mean, rstd, w, dx, part[0], part[1], rows, n,
