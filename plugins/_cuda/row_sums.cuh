@@ -72,6 +72,20 @@ __device__ __forceinline__ float2 gather_cluster(const float2* slot) {
   return lane < CLUSTER ? load_cluster(slot, lane) : make_float2(0.0f, 0.0f);
 }
 
+// The float2 at p (an address in this block's shared memory) in each of the cluster's first N blocks, added in
+// rank order from 0: the same float in every block that asks.
+template <int N>
+__device__ __forceinline__ float2 sum_over_cluster(const float2* p) {
+  float2 s = make_float2(0.0f, 0.0f);
+#pragma unroll
+  for (unsigned r = 0; r < N; ++r) {
+    const float2 v = load_cluster(p, r);
+    s.x += v.x;
+    s.y += v.y;
+  }
+  return s;
+}
+
 // Sums of (a, b) over the cluster's blocks: each block's block_sum2, added in rank order. slot: 2 float2 of
 // shared memory taken in turn (phase, starting at 0): a block writes slot[phase] again two calls later,
 // after the barrier of the call between, which no block passes before it has read this call's slots.
@@ -80,13 +94,7 @@ __device__ __forceinline__ float2 cluster_sum2(float a, float b, float2* red, fl
   const float2 mine = block_sum2(a, b, red);
   if (threadIdx.x == 0) slot[phase] = mine;
   cluster_barrier();
-  float2 s = make_float2(0.0f, 0.0f);
-#pragma unroll
-  for (unsigned r = 0; r < CLUSTER; ++r) {
-    const float2 v = load_cluster(slot + phase, r);
-    s.x += v.x;
-    s.y += v.y;
-  }
+  const float2 s = sum_over_cluster<CLUSTER>(slot + phase);
   phase ^= 1;
   return s;
 }

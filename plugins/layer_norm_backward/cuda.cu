@@ -187,13 +187,7 @@ __device__ __forceinline__ void add_cluster_partials(const float* aw, const floa
   const long long out = blockIdx.x / PART_CLUSTER * (long long)n;
   for (int p = threadIdx.x; p < share; p += blockDim.x) {
     const int pair = rank * share + p, which = pair * 2 >= width, col = pair * 2 - which * width;
-    float2 s = make_float2(0.0f, 0.0f);
-#pragma unroll
-    for (int q = 0; q < PART_CLUSTER; ++q) {
-      const float2 v = load_cluster(part_s2 + pair, q);
-      s.x += v.x;
-      s.y += v.y;
-    }
+    const float2 s = sum_over_cluster<PART_CLUSTER>(part_s2 + pair);
     float* dst = (which ? part_b : part_w) + out;
     if (col < n) dst[col] = s.x;
     if (col + 1 < n) dst[col + 1] = s.y;
