@@ -15,8 +15,9 @@ from tuning_helpers import planted_toys, temporary_db
 from kernelzoo.db.models import Outcome, TrialModel
 from kernelzoo.db.records import save_winner, winners
 from kernelzoo.db.store import open_store
+from kernelzoo.tuner import tune as tune_module
 from kernelzoo.tuner.pool import WorkerPool
-from kernelzoo.tuner.search import TuneOptions, _first_params
+from kernelzoo.tuner.search import TuneOptions, _first_params, search
 from kernelzoo.tuner.tune import tune_op
 
 TIMEOUT_S = 3.0  # the hanging config is killed after this; the others finish in milliseconds
@@ -102,6 +103,43 @@ def test_the_reported_winner_is_dispatch_s_pick_among_every_plugin_stored_for_th
         assert first.winner == "python"
         assert {w.plugin for w in winners(store, op="kz_toy")} == {"python", "planted"}
         assert second.winner == "python"
+
+
+def test_a_run_stopped_inside_a_key_stores_none_of_its_winners_and_the_next_run_stores_them_all(tmp_path,
+                                                                                                 monkeypatch):
+    """Winners land per key, after every plugin's search of it: stopped after the first plugin's search, the run
+    leaves the key with no winner (dispatch keeps the nearest key whose plugins were all compared, not the one
+    plugin tuned before the stop); the next run resumes that study, measures nothing of it again, and stores
+    both plugins' winners."""
+    stopped = []
+
+    def search_then_stop(store, pool, target, options, progress=None):
+        if stopped:  # the second plugin of the key: the run is stopped (a time limit's signal, say)
+            raise KeyboardInterrupt
+        stopped.append(target.plugin)
+        return search(store, pool, target, options, progress)
+
+    with temporary_db(tmp_path, monkeypatch) as url, planted_toys(monkeypatch):
+        store = open_store(url)
+        options = TuneOptions(trials=1, timeout_s=TIMEOUT_S, budget_ms=5, warmup=1, calibrate=False)
+        key = {"device": "cpu", "plugins": ["python", "planted"], "shapes": [(257,)], "dtypes": ["float32"],
+               "options": options}
+
+        def python_trials() -> list[int]:
+            return store.transaction(lambda s: s.scalars(
+                select(TrialModel.trial_id).where(TrialModel.plugin == "python")).all())
+
+        with WorkerPool(TIMEOUT_S) as pool:
+            with monkeypatch.context() as mp:
+                mp.setattr(tune_module, "search", search_then_stop)
+                with pytest.raises(KeyboardInterrupt):
+                    tune_op(store, pool, "kz_toy", **key)
+            assert stopped == ["python"] and len(python_trials()) == 1  # its trial ran and is stored
+            assert winners(store, op="kz_toy") == []
+            (report,) = tune_op(store, pool, "kz_toy", **key)
+        assert {w.plugin for w in winners(store, op="kz_toy")} == {"python", "planted"}
+        assert len(python_trials()) == 1  # resumed: the python study's trial was not measured again
+        assert report.winner in ("python", "planted")
 
 
 def test_first_params_keeps_the_configs_in_the_space_once_in_order():

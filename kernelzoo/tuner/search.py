@@ -23,7 +23,7 @@ from optuna.trial import Trial, TrialState
 from sqlalchemy import event
 from sqlalchemy.exc import SQLAlchemyError
 
-from kernelzoo.db.records import Winner, add_trial, bucket_text, save_winner
+from kernelzoo.db.records import Winner, add_trial, bucket_text
 from kernelzoo.db.store import Store, display_url, sqlite_path
 from kernelzoo.errors import DatabaseError
 from kernelzoo.fingerprint import Fingerprint
@@ -130,7 +130,9 @@ def optuna_storage(url: str) -> optuna.storages.RDBStorage:
 
 def search(store: Store, pool: WorkerPool, target: Target, options: TuneOptions,
            progress: Callable[[int, int, float | None], None] | None = None) -> SearchResult:
-    """Run the study of ``target`` up to ``options.trials`` trials and store the plugin's best config."""
+    """Run the study of ``target`` up to ``options.trials`` trials; the plugin's best config is the result's
+    winner, not yet stored (``tune_op`` stores a key's winners together, once every plugin's search of it has
+    ended, so that a run stopped inside a key leaves no key where some plugins have a winner and others none)."""
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # failed configs are data, reported in the table
     storage = optuna_storage(store.url)
     choices = _stored(target.config_space)
@@ -248,7 +250,7 @@ class _Measured:
 
 
 def _result(store: Store, study: optuna.Study, target: Target, choices: Mapping[str, list[Any]]) -> SearchResult:
-    """The plugin's best verified config in the study, stored as its winner for the key."""
+    """The plugin's best verified config in the study, as its winner for the key."""
     out = SearchResult(target)
     best = None
     for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL)):
@@ -268,6 +270,5 @@ def _result(store: Store, study: optuna.Study, target: Target, choices: Mapping[
                             config=_config(target, choices, best.params), time_ms=float(best.value),
                             spread=float(best.user_attrs.get("spread", 0.0)), shape=target.shape_text,
                             trials=out.ok + sum(out.failures.values()))
-        save_winner(store, out.winner)
     return out
 

@@ -168,6 +168,13 @@ def _tune_key(store: Store, pool: WorkerPool, op: str, names: list[str], device:
     if report is None:
         reasons = "; ".join(f"{r.plugin}: {r.skipped}" for r in plugin_reports)
         raise UnsupportedError(f"{op}: no plugin could be asked about {dtype} {shape} on {device}: {reasons}")
+    # The key's winners land together, after every plugin's search: a run stopped inside the key (a time limit,
+    # say) stores none of them, and dispatch keeps using the nearest key whose plugins were all compared,
+    # rather than the one or two plugins tuned before the stop. Their trials are stored as they run, so the
+    # next run resumes each study and stores the key.
+    for r in plugin_reports:
+        if r.result is not None and r.result.winner is not None:
+            records.save_winner(store, r.result.winner)
     report.plugins = plugin_reports
     report.winner = _key_winner(store, report, fp)
     if report.winner is None:  # nothing current stored (a read-only store, say): this run's fastest
