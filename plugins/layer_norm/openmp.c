@@ -20,30 +20,22 @@ typedef struct {
     double s1, s2;
 } Sums;
 
-static Sums shifted_sums(const float *restrict x, long long n) {
-    const float k = x[0];
-    double t1 = 0.0, t2 = 0.0;
-    for (long long lo = 0; lo < n; lo += CHUNK) {
-        long long hi = min_ll(lo + CHUNK, n);
-        float a = 0.0f, q = 0.0f;
-        #pragma omp simd reduction(+:a, q)
-        for (long long i = lo; i < hi; ++i) {
-            float d = x[i] - k;
-            a += d;
-            q += d * d;
-        }
-        t1 += a;
-        t2 += q;
-    }
-    return (Sums){t1, t2};
+// (x - mean) * rstd * w[i] + b[i] at element i (w, b constants after inlining: has_w, has_b).
+static inline __attribute__((always_inline)) float normalised(const float *restrict x, const float *restrict w,
+                                                              const float *restrict b, long long i, float mean,
+                                                              float rstd, const int has_w, const int has_b) {
+    float v = (x[i] - mean) * rstd;
+    if (has_w) v *= w[i];
+    if (has_b) v += b[i];
+    return v;
 }
 
-// y = (x - mean) * rstd * w + b over a row (w, b constants after inlining: has_w, has_b), and, where next is not
-// NULL, the shifted sums of the row `next` in the same loop.
-static inline __attribute__((always_inline)) Sums normalise(const float *restrict x, const float *restrict w,
-                                                            const float *restrict b, float *restrict y, long long n,
-                                                            float mean, float rstd, const float *restrict next,
-                                                            const int has_w, const int has_b) {
+// One pass over a row of n: with norm, y = (x - mean) * rstd * w + b; where next is not NULL, the shifted sums
+// of the row `next` (K = next[0]) in the same loop. norm, has_w and has_b are constants after inlining.
+static inline __attribute__((always_inline)) Sums row_pass(const float *restrict x, const float *restrict w,
+                                                           const float *restrict b, float *restrict y, long long n,
+                                                           float mean, float rstd, const float *restrict next,
+                                                           const int norm, const int has_w, const int has_b) {
     double t1 = 0.0, t2 = 0.0;
     const float k = next ? next[0] : 0.0f;
     for (long long lo = 0; lo < n; lo += CHUNK) {
@@ -55,21 +47,13 @@ static inline __attribute__((always_inline)) Sums normalise(const float *restric
                 float d = next[i] - k;
                 a += d;
                 q += d * d;
-                float v = (x[i] - mean) * rstd;
-                if (has_w) v *= w[i];
-                if (has_b) v += b[i];
-                y[i] = v;
+                if (norm) y[i] = normalised(x, w, b, i, mean, rstd, has_w, has_b);
             }
             t1 += a;
             t2 += q;
-        } else {
+        } else if (norm) {
             #pragma omp simd
-            for (long long i = lo; i < hi; ++i) {
-                float v = (x[i] - mean) * rstd;
-                if (has_w) v *= w[i];
-                if (has_b) v += b[i];
-                y[i] = v;
-            }
+            for (long long i = lo; i < hi; ++i) y[i] = normalised(x, w, b, i, mean, rstd, has_w, has_b);
         }
     }
     return (Sums){t1, t2};
@@ -80,7 +64,7 @@ static inline __attribute__((always_inline)) void rows_span(const float *x, cons
                                                             long long hi, long long n, long long x_stride,
                                                             float eps, const int has_w, const int has_b) {
     if (lo >= hi) return;
-    Sums s = shifted_sums(x + lo * x_stride, n);
+    Sums s = row_pass(0, 0, 0, 0, n, 0.0f, 0.0f, x + lo * x_stride, 0, 0, 0);  // the first row's sums
     for (long long r = lo; r < hi; ++r) {
         const float *xr = x + r * x_stride;
         double shift = s.s1 / n;
@@ -92,9 +76,9 @@ static inline __attribute__((always_inline)) void rows_span(const float *x, cons
         rstd[r] = rs;
         const float *next = r + 1 < hi ? xr + x_stride : (const float *)0;
         if (next)
-            s = normalise(xr, w, b, y + r * n, n, m, rs, next, has_w, has_b);
+            s = row_pass(xr, w, b, y + r * n, n, m, rs, next, 1, has_w, has_b);
         else
-            normalise(xr, w, b, y + r * n, n, m, rs, (const float *)0, has_w, has_b);
+            row_pass(xr, w, b, y + r * n, n, m, rs, (const float *)0, 1, has_w, has_b);
     }
 }
 

@@ -26,8 +26,7 @@
 // PART_CLUSTER > 1 (lnb_fits_pc, a block per row, sm_90): clusters of that many blocks add their partial rows in
 //   distributed shared memory once their rows are done, and the second kernel reads a PART_CLUSTER-th of them
 //   (H100, fp32: 8192 x 8192 at 512 x 16, two blocks an SM, 94 -> 95 % of the floor with clusters of 2, 82-83 %
-//   with 4 or 8; 4096 x 1024 79 -> 61-72 %: a cluster's blocks wait for its slowest before they write;
-//   docs/perf/layer_norm-study.md, change 18).
+//   with 4 or 8; 4096 x 1024 79 -> 61-72 %, why not measured; docs/perf/layer_norm-study.md, change 18).
 // Each kernel comes as _vec (PACK elements per 16-byte access; the wrapper checks n, the row strides and
 // the pointers) and _scalar.
 #ifndef ITEMS

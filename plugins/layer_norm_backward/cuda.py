@@ -79,20 +79,17 @@ class LayerNormBackwardCuda(CudaImplementation):
             else:  # a block per row, of just enough warps to hold it
                 group = block = min(threads, ((n + items - 1) // items + 31) // 32 * 32)
                 grid = max(1, min(rows, budget * max(1, threads // block)))
-            together = config["PART_CLUSTER"]  # blocks adding their partial rows into one (sm_90)
-            shared = 2 * items * block * 4  # their partial rows, in shared memory
-            if group == block and together > 1 and has_clusters(x.device) and shared <= _MAX_PART_SHARED:
-                grid = (grid + together - 1) // together * together
-                slots = grid // together
-                part = torch.empty((2, slots, n), dtype=torch.float32, device=x.device)
-                self.kernel("lnb_fits_pc" + suffix, x.dtype, config)(
-                    dy, x, mean, rstd, w, dx, part[0], part[1], rows, n, *strides, group, grid=grid, block=block,
-                    shared_mem=shared)
-                return slots, part, True
-            slots = grid  # a partial row per block
+            # clusters of PART_CLUSTER blocks of a row each adding their partial rows into one (sm_90), in
+            # shared_mem bytes of each block; else a partial row per block
+            together, shared = config["PART_CLUSTER"], 2 * items * block * 4
+            if not (group == block and together > 1 and has_clusters(x.device) and shared <= _MAX_PART_SHARED):
+                together, shared = 1, 0
+            grid = (grid + together - 1) // together * together  # whole clusters
+            slots = grid // together
             part = torch.empty((2, slots, n), dtype=torch.float32, device=x.device)
-            self.kernel("lnb_fits" + suffix, x.dtype, config)(dy, x, mean, rstd, w, dx, part[0], part[1], rows, n,
-                                                              *strides, group, grid=grid, block=block)
+            self.kernel("lnb_fits" + ("_pc" if together > 1 else "") + suffix, x.dtype, config)(
+                dy, x, mean, rstd, w, dx, part[0], part[1], rows, n, *strides, group, grid=grid, block=block,
+                shared_mem=shared)
             return slots, part, True
         if cluster := row_cluster(n, threads * items, config["CLUSTER"], x.device):  # a cluster of blocks per row
             slots = max(1, min(rows, budget // cluster))
