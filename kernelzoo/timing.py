@@ -59,6 +59,8 @@ def flush_l2(device: torch.device) -> None:
     (2026-11-27) that put a copy of 16 MB at 66 % of the 3 TB/s floor, against 87 % after a read flush; at
     537 MB the two differ by 3 % (docs/perf/layer_norm-study.md, change 10). A read also writes back what the
     previous run left dirty, outside the timed window."""
+    if device.index is None:  # one buffer for 'cuda' and 'cuda:0' (a tensor's device names its index)
+        device = torch.device(device.type, torch.cuda.current_device())
     bufs = _flush_buffers.get(device)
     if bufs is None:
         buf = torch.zeros(L2_FLUSH_BYTES // 4, dtype=torch.float32, device=device)
