@@ -392,6 +392,13 @@ class AttentionSpecBase(Op):
     # about 9 minutes on the H100.
     tune_dtypes = {"cuda": (torch.float16, torch.bfloat16)}
 
+    # On a GPU the cuda plugin first, for keys nothing is tuned for and for tuned winners within noise of each
+    # other (H100, fp16, 2026-11-27): untuned, with each plugin's default config, cuda ran ahead of Triton at all
+    # eight 4x32x16384 forward and backward rows; tuned, forward at 14 of 16 shapes, backward at 8 of 16 (Triton
+    # 1-9 % ahead at the others). The two backward keys of 4x32x16384 that Triton won within noise measured 5 %
+    # slower than cuda in the same day's benchmark.
+    default_order = {"cuda": ("cuda",)}
+
     def sizes(self, call: Call) -> dict[str, int]:
         (b, hq, n_q, d), (_, hk, n_k, _) = call.inputs["q"].shape, call.inputs["k"].shape
         return {"batch": b, "heads": hq, "kv_heads": hk, "n_q": n_q, "n_k": n_k, "d": d}
