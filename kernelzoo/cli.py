@@ -6,10 +6,14 @@ from __future__ import annotations
 import argparse
 import importlib
 import pkgutil
+import signal
 import sys
+import threading
 from collections.abc import Sequence
+from types import FrameType
 
 import kernelzoo.commands
+from kernelzoo.db.store import forget_stores
 from kernelzoo.errors import KernelzooError
 
 
@@ -22,15 +26,34 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM (``timeout``, a job scheduler), unwound as Ctrl-C is."""
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    raise _Terminated
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    # SIGTERM ends a command as Ctrl-C does: a tuning run closes its workers, and the databases are closed
+    # below, so SQLite folds its write-ahead log into the database file (killed outright, a run left its last
+    # trials and winners in the -wal file beside it, which a copy of the file alone lacks)
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
     try:
         return int(args.func(args) or 0)
     except KernelzooError as exc:
         print(f"kernelzoo: {exc}", file=sys.stderr)
         return 2
+    except _Terminated:
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         return 130
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+        forget_stores()
 
 
 if __name__ == "__main__":

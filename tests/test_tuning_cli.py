@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import shutil
+import signal
+import sqlite3
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
-from tuning_helpers import kernelzoo_cli, python, reset_lookup, temporary_db
+from tuning_helpers import kernelzoo_cli, planted_toys, python, reset_lookup, temporary_db
 
 import kernelzoo
 from kernelzoo.db.records import missed_keys, save_device_ceilings, winners
-from kernelzoo.db.store import open_store
+from kernelzoo.db.store import forget_stores, open_store, sqlite_path
 from kernelzoo.fingerprint import cpu_fingerprint
 from kernelzoo.registry import registry
 from kernelzoo.tuner.tune import default_dtypes
@@ -81,3 +87,36 @@ def test_default_dtypes_follow_the_op_on_each_device():
     assert default_dtypes("attention", ["triton", "cuda", "torch"], "cuda") == ["float16", "bfloat16"]
     assert default_dtypes("attention", ["openmp", "torch"], "cpu") == ["float32"]
     assert default_dtypes("softmax", ["triton", "torch"], "cuda") == ["float32", "float16", "bfloat16"]
+
+
+def _trials_in(path) -> int:
+    """The trials stored in the SQLite file at ``path`` (0 before its tables exist), read and closed at once."""
+    with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+        try:
+            return db.execute("SELECT count(*) FROM kz_trials").fetchone()[0]
+        except sqlite3.OperationalError:
+            return 0
+
+
+def test_a_terminated_tune_leaves_its_trials_in_the_database_file(tmp_db, tmp_path, monkeypatch):
+    """`timeout ... kernelzoo tune` ends the run by SIGTERM: it unwinds as Ctrl-C does and closes the database, so
+    SQLite folds its write-ahead log into the file, and a copy of the file alone holds the trials run so far.
+    Killed outright, the run left them in the -wal file beside it."""
+    path = sqlite_path(tmp_db)
+    forget_stores()  # the fixture's connection closed: the tuner's is the last one, whose close folds the log
+    with planted_toys(monkeypatch):
+        # kz_toy/planted's configs in order: ok, slow, wrong, abort, segv, then one that hangs past the signal
+        run = subprocess.Popen([sys.executable, "-m", "kernelzoo.cli", "tune", "--op", "kz_toy", "--plugin",
+                                "planted", "--timeout", "60", *FAST], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=os.environ.copy())
+        deadline, stored = time.monotonic() + 120, 0
+        while stored < 3:
+            assert run.poll() is None and time.monotonic() < deadline, run.communicate()
+            time.sleep(0.1)
+            stored = _trials_in(path)
+        run.send_signal(signal.SIGTERM)
+        _, err = run.communicate(timeout=60)
+    assert run.returncode == 128 + signal.SIGTERM, err
+    copy = tmp_path / "copied.sqlite"
+    shutil.copyfile(path, copy)  # the file alone, as `cp tuning.sqlite` copies it
+    assert _trials_in(copy) >= stored
