@@ -11,6 +11,7 @@ from kernelzoo_plugins.attention import cuda as attention_cuda
 from kernelzoo_plugins.attention_backward import cuda as attention_backward_cuda
 
 from kernelzoo.backends import cuda
+from kernelzoo.backends.cuda import CudaImplementation
 from kernelzoo.errors import UnsupportedError
 from kernelzoo.registry import registry
 
@@ -57,10 +58,22 @@ def test_a_config_other_than_the_default_is_run_as_given():
         IMPL.shared_memory(call, config)
 
 
+def ptxas_report(impl: CudaImplementation, defines: dict, arch: str = "sm_90",
+                 dtype: str = "kz_half") -> tuple[bytes, str]:
+    """The cubin of ``impl``'s cuda.cu compiled with ``defines``, and ptxas's report of it (-v: registers,
+    spills, warnings)."""
+    cubin = cuda.compile_cubin(impl.read_source("cuda.cu"), defines={"T": dtype, **defines},
+                               options=["--ptxas-options=-v"], arch=arch, name="cuda.cu")
+    return cubin, cuda.last_log()
+
+
+def spills(log: str) -> list[int]:
+    """The spill-store bytes of each kernel in a ptxas report."""
+    return [int(n) for n in re.findall(r"(\d+) bytes spill stores", log)]
+
+
 def spill_bytes(defines: dict) -> int:
-    cuda.compile_cubin(IMPL.read_source("cuda.cu"), defines={"T": "kz_half", **defines},
-                       options=["--ptxas-options=-v"], arch="sm_90", name="cuda.cu")
-    return max(int(n) for n in re.findall(r"(\d+) bytes spill stores", cuda.last_log()))
+    return max(spills(ptxas_report(IMPL, defines)[1]))
 
 
 @pytest.mark.skipif(not cuda.compile_available()[0], reason="NVRTC not available")
@@ -111,12 +124,10 @@ def test_the_split_backward_compiles_without_a_large_spill(d):
     """NVRTC 13.5 (CI's wheel) gives 0 bytes without a mask at head dims 64 and 128 (8 with an additive mask at
     128); NVRTC 13.0 (the H100 machine's, 2026-11-27) 64 bytes at 128, where the kernels were timed."""
     defines = attention_cuda.call_defines(backward_call(d), BWD.config({"SPLIT": 1}))
-    cuda.compile_cubin(BWD.read_source("cuda.cu"), defines={"T": "kz_half", **defines}, options=["--ptxas-options=-v"],
-                       arch="sm_90", name="cuda.cu")
-    log = cuda.last_log()
+    _, log = ptxas_report(BWD, defines)
     assert "attention_backward_dkdv_dq" in log
     most = 16 if cuda.nvrtc_version() >= (13, 5) else 64
-    assert max(int(n) for n in re.findall(r"(\d+) bytes spill stores", log)) <= most
+    assert max(spills(log)) <= most
 
 
 # --- the warpgroup-MMA forward (WGMMA 1, sm_90a) ------------------------------------------------------------------
@@ -177,12 +188,10 @@ def test_the_wgmma_kernel_compiles_for_sm90a_without_spills_or_serialized_mmas(d
     call, config = forward_call(d, masked), IMPL.config({"WGMMA": 1, **overrides})
     IMPL.shared_memory(call, config)
     defines = {k: v for k, v in attention_cuda.call_defines(call, config).items() if k.isupper()}
-    cubin = cuda.compile_cubin(IMPL.read_source("cuda.cu"), defines={"T": dtype, **defines},
-                               options=["--ptxas-options=-v"], arch="sm_90a", name="cuda.cu")
-    log = cuda.last_log()
+    cubin, log = ptxas_report(IMPL, defines, "sm_90a", dtype)
     assert cubin[:4] == b"\x7fELF" and "'attention_forward' for 'sm_90a'" in log
     assert "serialized" not in log
-    assert re.findall(r"(\d+) bytes spill stores", log) == ["0"]
+    assert spills(log) == [0]
 
 
 def test_the_producer_warp_takes_up_to_two_warpgroups_and_a_pair_of_mbarriers_a_stage():
@@ -204,11 +213,9 @@ def test_the_producer_warp_kernel_compiles_for_sm90a(d, producer, overlap):
     config = IMPL.config({"WGMMA": 1, "WARPS": 8, "BLOCK_N": 128, "PRODUCER": producer, "OVERLAP": overlap})
     IMPL.shared_memory(call, config)
     defines = {k: v for k, v in attention_cuda.call_defines(call, config).items() if k.isupper()}
-    cuda.compile_cubin(IMPL.read_source("cuda.cu"), defines={"T": "kz_half", **defines},
-                       options=["--ptxas-options=-v"], arch="sm_90a", name="cuda.cu")
-    log = cuda.last_log()
+    _, log = ptxas_report(IMPL, defines, "sm_90a")
     assert "serialized" not in log
-    assert re.findall(r"(\d+) bytes spill stores", log) == ["0"]
+    assert spills(log) == [0]
 
 
 def test_flashattention3_s_order_at_head_dim_128_takes_the_producer_warpgroup_s_registers():
@@ -281,12 +288,10 @@ def test_the_backward_wgmma_kernel_compiles_for_sm90a_without_serialized_mmas(dt
     defines = {**attention_cuda.call_defines(backward_call(d),
                                              BWD.config({"WGMMA": 1, "WARPS": warps, "BLOCK_OUTER": 16 * warps})),
                **({"MASK": 1, "MASK_T": "float"} if masked else {})}
-    cubin = cuda.compile_cubin(BWD.read_source("cuda.cu"), defines={"T": dtype, **defines},
-                               options=["--ptxas-options=-v"], arch="sm_90a", name="cuda.cu")
-    log = cuda.last_log()
+    cubin, log = ptxas_report(BWD, defines, "sm_90a", dtype)
     assert cubin[:4] == b"\x7fELF" and "'attention_backward_dkdv_dq' for 'sm_90a'" in log
     assert "serialized" not in log
-    assert max(int(n) for n in re.findall(r"(\d+) bytes spill stores", log)) <= 16
+    assert max(spills(log)) <= 16
 
 
 @pytest.mark.skipif(not cuda.compile_available()[0], reason="NVRTC not available")
@@ -298,8 +303,6 @@ def test_the_backward_hopper_defaults_compile_for_sm90a_without_serialized_mmas(
     config = BWD.config(BWD.hopper_defaults[d])
     defines = {**attention_cuda.call_defines(backward_call(d), config),
                **({"MASK": 1, "MASK_T": "float"} if masked else {})}
-    cuda.compile_cubin(BWD.read_source("cuda.cu"), defines={"T": "kz_half", **defines},
-                       options=["--ptxas-options=-v"], arch="sm_90a", name="cuda.cu")
-    log = cuda.last_log()
+    _, log = ptxas_report(BWD, defines, "sm_90a")
     assert "serialized" not in log
-    assert max(int(n) for n in re.findall(r"(\d+) bytes spill stores", log)) <= (64 if masked and d == 128 else 0)
+    assert max(spills(log)) <= (64 if masked and d == 128 else 0)

@@ -351,14 +351,21 @@ def available() -> tuple[bool, str]:
     return True, reason
 
 
+def _missing_symbol(name: str) -> str | None:
+    """Why the driver library has no function ``name`` (an older driver, or none loads), or None if it has."""
+    try:
+        getattr(_libcuda(), name)
+    except (AttributeError, CudaError) as e:
+        return str(e)
+    return None
+
+
 @functools.cache
 def tensor_map_launch() -> tuple[bool, str]:
     """Whether kernels that take tensor maps can be launched here, and why (not): their arguments are packed at the
     offsets cuFuncGetParamInfo gives (drivers of CUDA 12.4 on)."""
-    try:
-        _libcuda().cuFuncGetParamInfo  # noqa: B018 (a missing symbol raises here)
-    except (AttributeError, CudaError) as e:
-        return False, f"the driver has no cuFuncGetParamInfo (CUDA 12.4 drivers on): {e}"
+    if missing := _missing_symbol("cuFuncGetParamInfo"):
+        return False, f"the driver has no cuFuncGetParamInfo (CUDA 12.4 drivers on): {missing}"
     return True, "cuFuncGetParamInfo found"
 
 
@@ -369,10 +376,8 @@ def dependent_launch(device: int) -> tuple[bool, str]:
     major, _ = torch.cuda.get_device_capability(device)
     if major < 9:
         return False, f"sm_{major}x: programmatic dependent launch needs sm_90"
-    try:
-        _libcuda().cuLaunchKernelEx  # noqa: B018 (a missing symbol raises here)
-    except (AttributeError, CudaError) as e:
-        return False, f"the driver has no cuLaunchKernelEx: {e}"
+    if missing := _missing_symbol("cuLaunchKernelEx"):
+        return False, f"the driver has no cuLaunchKernelEx: {missing}"
     return True, "sm_90 and cuLaunchKernelEx"
 
 
