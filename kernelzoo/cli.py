@@ -34,6 +34,19 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
     raise _Terminated
 
 
+def _interruption(exc: BaseException | None) -> KeyboardInterrupt | None:
+    """The Ctrl-C or SIGTERM that ``exc`` is, or was raised while unwinding from, else None. Code that an
+    interrupt lands in may lose it: when it lands in Optuna's bookkeeping of a trial, the trial loop's finally
+    block raises an UnboundLocalError in its place."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__context__
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     # SIGTERM ends a command as Ctrl-C does: a tuning run closes its workers, and the databases are closed
@@ -43,13 +56,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
     try:
         return int(args.func(args) or 0)
-    except KernelzooError as exc:
-        print(f"kernelzoo: {exc}", file=sys.stderr)
-        return 2
-    except _Terminated:
-        return 128 + signal.SIGTERM
-    except KeyboardInterrupt:
-        return 130
+    except BaseException as exc:
+        if (interrupt := _interruption(exc)) is not None:
+            return 128 + signal.SIGTERM if isinstance(interrupt, _Terminated) else 130
+        if isinstance(exc, KernelzooError):
+            print(f"kernelzoo: {exc}", file=sys.stderr)
+            return 2
+        raise
     finally:
         if main_thread:
             signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
