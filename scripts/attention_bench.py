@@ -154,18 +154,18 @@ def plot(rows: list[dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(14, 5), sharey=True)
-    labels = [f"{r['shape'].split('x', 2)[2]}{' c' if r['causal'] else ''}\nB{r['shape'].split('x')[0]}" for r in rows]
+    fig, axes = plt.subplots(2, 1, figsize=(12, 8), sharey=True)  # one above the other: 16 readable labels each
+    labels = [f"B{r['shape'].split('x')[0]} {r['shape'].split('x', 2)[2]}{' c' if r['causal'] else ''}" for r in rows]
     names = ["flash", "cudnn", "triton", "cuda"]
     for ax, kind in zip(axes, ("fwd", "bwd")):
         width = 0.8 / len(names)
         for i, name in enumerate(names):
             values = [r[f"{kind}_tflops"].get(name, 0) for r in rows]
             ax.bar([x + i * width for x in range(len(rows))], values, width, label=name)
-        ax.set_xticks([x + 0.4 - width / 2 for x in range(len(rows))], labels, fontsize=7)
-        ax.set_title(f"attention {'forward' if kind == 'fwd' else 'backward'}, float16 (N×D, c = causal)")
+        ax.set_xticks([x + 0.4 - width / 2 for x in range(len(rows))], labels, fontsize=8, rotation=30, ha="right")
+        ax.set_title(f"attention {'forward' if kind == 'fwd' else 'backward'}, float16 (B, N×D, c = causal; H = 32)")
         ax.set_ylabel("TFLOP/s")
-        ax.legend()
+        ax.legend(ncols=4, fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
