@@ -3,7 +3,8 @@
     python scripts/check_shipped.py tuning_db/h100-sxm.json [--op OP]...
 
 For every record measured on this machine's hardware whose kernel source is still the
-installed one: the same plugin and config on fresh inputs of the recorded shape, timed as
+installed one: the same plugin and config on fresh inputs of the recorded shape (and of the
+flags' params, conv2d's stride and padding, from the op's representative shapes), timed as
 the tuner times (kernelzoo.timing.time_fn), next to the stored median and its noise. The
 last line counts the records within noise (|ratio - 1| <= max(stored spread, new spread, 3%)).
 """
@@ -16,9 +17,26 @@ import json
 import torch
 
 from kernelzoo.fingerprint import fingerprint
-from kernelzoo.registry import parse_dtype, registry
+from kernelzoo.registry import Call, Op, parse_dtype, registry
 from kernelzoo.table import format_table
 from kernelzoo.timing import time_fn
+
+
+def rebuild(op: Op, rec: dict, device: str) -> Call | None:
+    """A call of the record's key on fresh inputs: its shape text parsed, or, where the key's flags hold params
+    the text does not (conv2d's stride and padding), the op's representative shape on ``device`` whose call has
+    that shape text and those flags; None if neither does."""
+    dtype, sizes = parse_dtype(rec["dtype"]), op.parse_shape(rec["shape"])
+    call = op.example(sizes, dtype, device, torch.Generator().manual_seed(1))
+    if op.flags(call) == rec["flags"]:
+        return call
+    for shape in op.shapes.get(device, ()):
+        if tuple(shape[:len(sizes)]) != sizes:
+            continue
+        call = op.example(shape, dtype, device, torch.Generator().manual_seed(1))
+        if op.shape_string(call) == rec["shape"] and op.flags(call) == rec["flags"]:
+            return call
+    return None
 
 
 def main() -> int:
@@ -39,13 +57,12 @@ def main() -> int:
         impl = registry.impl(rec["op"], rec["plugin"])
         op = registry.op(rec["op"])
         if impl.source_hash != rec["source_hash"]:
-            rows.append([rec["op"], rec["plugin"], rec["dtype"], rec["shape"], rec["time_ms"], "-", "-",
+            rows.append([rec["op"], rec["plugin"], rec["dtype"], rec["shape"], f"{rec['time_ms']:.4f}", "-", "-",
                          "stale source"])
             continue
-        call = op.example(op.parse_shape(rec["shape"]), parse_dtype(rec["dtype"]), device,
-                          torch.Generator().manual_seed(1))
-        if op.flags(call) != rec["flags"]:
-            rows.append([rec["op"], rec["plugin"], rec["dtype"], rec["shape"], rec["time_ms"], "-", "-",
+        call = rebuild(op, rec, device)
+        if call is None:
+            rows.append([rec["op"], rec["plugin"], rec["dtype"], rec["shape"], f"{rec['time_ms']:.4f}", "-", "-",
                          f"flags {rec['flags']!r} not rebuilt"])
             continue
         config = impl.config(rec["config"])

@@ -1,16 +1,28 @@
 """scripts/merge_records.py, which writes tuning_db/h100-sxm.json: an export's records replace the shipped ones of
-their key in place, new keys are appended, and records whose plugin source changed since tuning are named."""
+their key in place, new keys are appended, and records whose plugin source changed since tuning are named; and
+scripts/check_shipped.py's rebuilding of a record's call."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 from kernelzoo.registry import registry
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "merge_records.py"
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "scripts" / "merge_records.py"
+
+
+def _load(path: Path) -> ModuleType:
+    """A script as a module."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def record(shape: str, time_ms: float, plugin: str = "torch", source_hash: str | None = None) -> dict:
@@ -35,3 +47,18 @@ def test_fresh_records_replace_theirs_in_place_and_new_ones_follow(tmp_path):
     assert merged["format"] == 1 and shipped.read_text().endswith("}\n")
     assert "1 replaced, 1 added, 4 records, 1 with a changed source" in out
     assert "changed since tuned: relu/torch float32 65536" in out
+
+
+def test_check_shipped_rebuilds_a_key_whose_flags_hold_params_the_shape_text_does_not():
+    """conv2d's shape text holds its 7 sizes; stride and padding are in the key's flags. The check rebuilds such a
+    key from the op's representative shapes, and gives up (None) on flags none of them has."""
+    check = _load(ROOT / "scripts" / "check_shipped.py")
+    op = registry.op("conv2d")
+    record = {"op": "conv2d", "dtype": "float32", "shape": "4x64x56x56x64x3x3",
+              "flags": "stride=1x1-padding=1x1-dilation=1x1"}
+    call = check.rebuild(op, record, "cpu")
+    assert call is not None and call.params["padding"] == (1, 1)
+    assert op.shape_string(call) == record["shape"] and op.flags(call) == record["flags"]
+    assert check.rebuild(op, {**record, "flags": "stride=3x3-padding=1x1-dilation=1x1"}, "cpu") is None
+    plain = check.rebuild(registry.op("relu"), {"op": "relu", "dtype": "float32", "shape": "64x64", "flags": ""}, "cpu")
+    assert plain is not None and tuple(plain.inputs["x"].shape) == (64, 64)
