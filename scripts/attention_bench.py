@@ -11,7 +11,8 @@ shuffled order (so that a change of the GPU's clocks meets every candidate alike
 rounds' medians kept; TFLOP/s count the op's FLOPs (forward 4·B·H·N²·D, halved when causal; backward 2.5× the
 forward). The triton and cuda columns run each plugin's default config, or with --winners (a `kernelzoo db
 export` file) the config that file stores for the key, where it has one. Writes attention_bench.json, a
-markdown table and a plot (attention_bench.png) under --out, and prints the table.
+markdown table (with the issues' targets met, and the tuned dispatch against the fastest candidate) and a plot
+(attention_bench.png) under --out, and prints the tables.
 """
 
 from __future__ import annotations
@@ -149,6 +150,57 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+# The attention issues' targets: (what, pass, plugin, against, at least, from N)
+TARGETS = [("Triton forward ≥ 1.0× FA2", "fwd", "triton", "flash", 1.0, 0),
+           ("Triton forward ≥ 0.9× cuDNN, N ≥ 4096", "fwd", "triton", "cudnn", 0.9, 4096),
+           ("Triton backward ≥ 1.0× FA2", "bwd", "triton", "flash", 1.0, 0),
+           ("Triton backward ≥ 0.75× cuDNN, N ≥ 4096", "bwd", "triton", "cudnn", 0.75, 4096),
+           ("cuda forward ≥ 1.0× FA2", "fwd", "cuda", "flash", 1.0, 0),
+           ("cuda backward ≥ 1.0× FA2", "bwd", "cuda", "flash", 1.0, 0),
+           ("cuda forward ≥ 1.0× cuDNN, N ≥ 4096", "fwd", "cuda", "cudnn", 1.0, 4096),
+           ("cuda backward ≥ 1.0× cuDNN, N ≥ 4096", "bwd", "cuda", "cudnn", 1.0, 4096)]
+CANDIDATES = {"flash": "torch", "triton": "triton", "cuda": "cuda"}  # column: the plugin dispatch names
+
+
+def targets(rows: list[dict], tolerance: float = 0.03) -> str:
+    """The issues' targets over the rows, as a markdown table: how many rows meet each, the range of the ratio,
+    and the misses; last, the tuned dispatch against the fastest of flash, triton and cuda (within tolerance),
+    each miss saying whether dispatch ran that fastest candidate's plugin (then the gap is the measurement's)."""
+    lines = ["| target | met | range | misses |", "|---|---|---|---|"]
+
+    def label(row: dict, kind: str) -> str:
+        return f"{row['shape']}{' causal' if row['causal'] else ''} {kind}"
+
+    for what, kind, plugin, against, least, n_min in TARGETS:
+        ratios = [(label(r, kind), r[f"{kind}_tflops"][plugin] / r[f"{kind}_tflops"][against]) for r in rows
+                  if int(r["shape"].split("x")[2]) >= n_min
+                  and r[f"{kind}_tflops"].get(plugin) and r[f"{kind}_tflops"].get(against)]
+        if ratios:
+            misses = [f"{name} {ratio:.3f}×" for name, ratio in ratios if ratio < least]
+            values = [ratio for _, ratio in ratios]
+            met = f"{len(ratios) - len(misses)} of {len(ratios)}"
+            lines.append(f"| {what} | {met} | {min(values):.3f}–{max(values):.3f}× | {'; '.join(misses) or '–'} |")
+    misses, values = [], []
+    for row in rows:
+        for kind in ("fwd", "bwd"):
+            tf = row[f"{kind}_tflops"]
+            present = [c for c in CANDIDATES if tf.get(c)]
+            if not tf.get("dispatch") or not present:
+                continue
+            fastest = max(present, key=tf.get)
+            ratio = tf["dispatch"] / tf[fastest]
+            values.append(ratio)
+            if ratio < 1 - tolerance:
+                chose = row.get("dispatch_choice", {}).get(kind)
+                why = ("ran it" if chose == CANDIDATES[fastest] else f"ran {chose}") if chose else "choice unknown"
+                misses.append(f"{label(row, kind)} {ratio:.3f}× of {fastest} ({why})")
+    if values:
+        met = f"{len(values) - len(misses)} of {len(values)}"
+        lines.append(f"| dispatch within {tolerance:.0%} of the fastest of flash, triton, cuda | {met} "
+                     f"| {min(values):.3f}–{max(values):.3f}× | {'; '.join(misses) or '–'} |")
+    return "\n".join(lines)
+
+
 def plot(rows: list[dict], path: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
@@ -193,7 +245,7 @@ def main() -> int:
             "configs": f"stored in {args.winners}, else defaults" if args.winners else "defaults",
             "rounds": args.rounds, "budget_ms": args.budget_ms}
     (out / "attention_bench.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
-    text = table(rows)
+    text = table(rows) + "\n\n" + targets(rows)
     (out / "attention_bench.md").write_text(text + "\n")
     plot(rows, out / "attention_bench.png")
     print(json.dumps(meta))

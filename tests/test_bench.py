@@ -203,3 +203,37 @@ def test_the_gelu_fusion_study_writes_its_tables(tmp_db, tmp_path):
     assert "gelu (tanh) of 256x512 float32" in text
     assert re.search(r"\| torch fused: F.gelu\(approximate='tanh'\) \| [\d.]+ \| [\d.]+ \| \d+% \| 1.00x \|", text)
     assert "| torch.compile of the separate ops (skipped) |" in text and "floor: bytes / bandwidth" in text
+
+
+def test_attention_bench_reports_the_issue_targets_and_the_dispatch_misses():
+    """scripts/attention_bench.py's targets(): per target the rows that meet it, the ratio's range and the misses
+    (a ratio just under the bar is a miss, printed so that it reads as one); dispatch against the fastest of
+    flash, triton and cuda, a miss saying whether dispatch ran that candidate."""
+    bench = _load(ROOT / "scripts" / "attention_bench.py")
+
+    def row(shape: str, causal: bool, fwd: dict, bwd: dict, choice: dict) -> dict:
+        return {"shape": shape, "causal": causal, "fwd_tflops": fwd, "bwd_tflops": bwd, "dispatch_choice": choice}
+
+    rows = [row("4x32x4096x128", False,
+                {"flash": 300.0, "cudnn": 560.0, "triton": 503.0, "cuda": 600.0, "dispatch": 590.0},
+                {"flash": 270.0, "cudnn": 500.0, "triton": 400.0, "cuda": 390.0, "dispatch": 380.0},
+                {"fwd": "cuda", "bwd": "cuda"}),
+            row("4x32x1024x64", True,
+                {"flash": 180.0, "cudnn": 280.0, "triton": 150.0, "cuda": 270.0, "dispatch": 270.0},
+                {"flash": 135.0, "cudnn": 210.0, "triton": 130.0, "cuda": 187.0, "dispatch": 105.0},
+                {"fwd": "cuda", "bwd": "triton"})]
+    lines = {line.split(" | ")[0].lstrip("| "): line for line in bench.targets(rows).splitlines()[2:]}
+    # 503 / 560 = 0.898: under 0.9, and printed with three digits
+    assert "| 0 of 1 |" in lines["Triton forward ≥ 0.9× cuDNN, N ≥ 4096"]
+    assert "4x32x4096x128 fwd 0.898×" in lines["Triton forward ≥ 0.9× cuDNN, N ≥ 4096"]
+    assert "| 1 of 2 |" in lines["Triton forward ≥ 1.0× FA2"] and "4x32x1024x64 causal fwd 0.833×" in \
+        lines["Triton forward ≥ 1.0× FA2"]
+    assert "| 1 of 1 | 0.800–0.800× | – |" in lines["Triton backward ≥ 0.75× cuDNN, N ≥ 4096"]
+    dispatch = lines["dispatch within 3% of the fastest of flash, triton, cuda"]
+    # 590 / 600 is within 3 %; 380 / 400 is not, and dispatch ran cuda where triton was fastest; 105 / 187: it
+    # ran triton, cuda was fastest
+    assert "| 2 of 4 |" in dispatch
+    assert "4x32x4096x128 bwd 0.950× of triton (ran cuda)" in dispatch
+    assert "4x32x1024x64 causal bwd 0.561× of cuda (ran triton)" in dispatch
+    same = [dict(r, dispatch_choice={"fwd": "cuda", "bwd": "triton"}) for r in rows[:1]]
+    assert "0.950× of triton (ran it)" in bench.targets(same)
