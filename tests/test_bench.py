@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import subprocess
@@ -10,12 +9,10 @@ import sys
 import time
 from collections import defaultdict
 from dataclasses import fields
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 import torch
-from tuning_helpers import temporary_db
+from tuning_helpers import ROOT, load_file, temporary_db
 
 from kernelzoo.bench.cases import cases
 from kernelzoo.bench.run import Row
@@ -26,7 +23,6 @@ from kernelzoo.fingerprint import cpu_fingerprint
 from kernelzoo.registry import registry
 from kernelzoo.tuner.ceilings import Ceilings
 
-ROOT = Path(__file__).resolve().parent.parent
 BENCHMARKS = ROOT / "benchmarks"
 PLANTED = {"bandwidth_gbs": 10.0, "tflops": {"float32": 0.1}, "source": "planted by the test"}
 
@@ -62,7 +58,7 @@ def test_bench_prints_tables_and_writes_json_rows_and_a_plot(tmp_db, tmp_path, c
     assert next(r for r in rows if r.plugin == "torch").vs_torch == pytest.approx(1.0)
     png = out_png.read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) > 10_000
-    perf_docs = _load(ROOT / "scripts" / "perf_docs.py")  # the pages of these results
+    perf_docs = load_file(ROOT / "scripts" / "perf_docs.py")  # the pages of these results
     assert perf_docs.main(["--cpu", str(tmp_path), "--docs", str(tmp_path / "docs")]) == 0
     page = (tmp_path / "docs" / "relu.md").read_text()
     assert "## CPU, " in page and "(img/relu-cpu.png)" in page
@@ -82,7 +78,7 @@ def test_bench_prints_tables_and_writes_json_rows_and_a_plot(tmp_db, tmp_path, c
 def test_perf_pages_star_what_the_current_default_order_runs():
     """A table measured untuned before an op's own default order changed stars the plugin that order runs
     now, and says so; a tuned run's choice stays starred as recorded."""
-    perf_docs = _load(ROOT / "scripts" / "perf_docs.py")
+    perf_docs = load_file(ROOT / "scripts" / "perf_docs.py")
 
     def row(plugin: str, reason: str, shape: str = "64x64x64") -> Row:
         return Row(op="linear", plugin=plugin, dtype="bfloat16", shape=shape, label=shape, params={}, device="cuda",
@@ -93,14 +89,6 @@ def test_perf_pages_star_what_the_current_default_order_runs():
     assert "torch (the run's dispatch: triton)" in perf_docs.changed_picks(untuned)
     tuned = [row("triton", "tuned"), row("torch", "tuned")]
     assert "| triton * |" in perf_docs.table(tuned) and perf_docs.changed_picks(tuned) is None
-
-
-def _load(path: Path) -> ModuleType:
-    """A script or example as a module."""
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_calibrate_stores_the_device_ceilings(tmp_path, monkeypatch, capsys):
@@ -197,7 +185,7 @@ def test_the_cuda_event_timer_is_read_in_pairs_around_the_call(monkeypatch):
 
 
 def test_the_gelu_fusion_study_writes_its_tables(tmp_db, tmp_path):
-    study = _load(ROOT / "examples" / "gelu_fusion.py")
+    study = load_file(ROOT / "examples" / "gelu_fusion.py")
     study.main(["--device", "cpu", "--cpu-size", "256x512", "--no-compile", "--out", str(tmp_path / "gelu.md")])
     text = (tmp_path / "gelu.md").read_text()
     assert "gelu (tanh) of 256x512 float32" in text
@@ -209,7 +197,7 @@ def test_attention_bench_reports_the_issue_targets_and_the_dispatch_misses():
     """scripts/attention_bench.py's targets(): per target the rows that meet it, the ratio's range and the misses
     (a ratio just under the bar is a miss, printed so that it reads as one); dispatch against the fastest of
     flash, triton and cuda, a miss saying whether dispatch ran that candidate."""
-    bench = _load(ROOT / "scripts" / "attention_bench.py")
+    bench = load_file(ROOT / "scripts" / "attention_bench.py")
 
     def row(shape: str, causal: bool, fwd: dict, bwd: dict, choice: dict) -> dict:
         return {"shape": shape, "causal": causal, "fwd_tflops": fwd, "bwd_tflops": bwd, "dispatch_choice": choice}

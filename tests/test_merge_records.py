@@ -4,25 +4,15 @@ scripts/check_shipped.py's rebuilding of a record's call."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
-from pathlib import Path
-from types import ModuleType
+
+from tuning_helpers import ROOT, load_file
 
 from kernelzoo.registry import registry
 
-ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "merge_records.py"
-
-
-def _load(path: Path) -> ModuleType:
-    """A script as a module."""
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def record(shape: str, time_ms: float, plugin: str = "torch", source_hash: str | None = None) -> dict:
@@ -52,7 +42,7 @@ def test_fresh_records_replace_theirs_in_place_and_new_ones_follow(tmp_path):
 def test_check_shipped_rebuilds_a_key_whose_flags_hold_params_the_shape_text_does_not():
     """conv2d's shape text holds its 7 sizes; stride and padding are in the key's flags. The check rebuilds such a
     key from the op's representative shapes, and gives up (None) on flags none of them has."""
-    check = _load(ROOT / "scripts" / "check_shipped.py")
+    check = load_file(ROOT / "scripts" / "check_shipped.py")
     op = registry.op("conv2d")
     record = {"op": "conv2d", "dtype": "float32", "shape": "4x64x56x56x64x3x3",
               "flags": "stride=1x1-padding=1x1-dilation=1x1"}

@@ -1,13 +1,16 @@
-"""Fixtures and helpers of the tuning tests: a temporary database per test, toy plugins, CLI runs."""
+"""Fixtures and helpers of the tuning tests: a temporary database per test, toy plugins, CLI runs, the
+project's scripts loaded as modules."""
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 import tuning_toys
@@ -63,3 +66,14 @@ def python(code: str, env: dict | None = None, timeout: float = 120) -> subproce
     """Run ``python -c CODE`` in a new process."""
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, **(env or {})})
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def load_file(path: Path) -> ModuleType:
+    """A script or example of the project (a path under ROOT) as a module."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
