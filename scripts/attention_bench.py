@@ -49,7 +49,8 @@ def sdpa(backend: SDPBackend, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
 
 def close(a: torch.Tensor, b: torch.Tensor) -> float:
     """Largest error relative to b's largest magnitude."""
-    return float((a.float() - b.float()).abs().max() / b.float().abs().max().clamp_min(1e-6))
+    a, b = a.detach().float(), b.detach().float()
+    return float((a - b).abs().max() / b.abs().max().clamp_min(1e-6))
 
 
 def stored_configs(path: str | None) -> dict[tuple, dict]:

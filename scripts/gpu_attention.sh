@@ -3,12 +3,16 @@
 # conformance suite, `kernelzoo tune` (timed) and the benchmark against SDPA's backends after tuning.
 # On the lent GPU: `. .whl/env.sh && scripts/gpu_attention.sh [tune options]` (logs under $OUT).
 # CHECKS=0 skips the sanitizer and conformance, TUNE_OPS names the ops to tune (none: ""), SHIPPED=1 starts the
-# database from tuning_db/h100-sxm.json; the bench then runs the stored configs ($out/tuned.json, an export).
+# database from the shipped files (tuning_db/*.json: those of this GPU import); the bench then runs the stored
+# configs ($out/tuned.json, an export).
 set -uo pipefail
 out=${OUT:-/tmp/kernelzoo-gpu-attention}
 mkdir -p "$out"
 export KERNELZOO_DB=${KERNELZOO_DB:-"sqlite:///$out/tuning.db"}
-[ "${SHIPPED:-0}" = 1 ] && kernelzoo db import tuning_db/h100-sxm.json | tail -n 1 && kernelzoo db prune | tail -n 1
+if [ "${SHIPPED:-0}" = 1 ]; then
+    for f in tuning_db/*.json; do kernelzoo db import "$f" | tail -n 1; done
+    kernelzoo db prune | tail -n 1
+fi
 if [ "${CHECKS:-1}" = 1 ]; then
     sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n 1)
     PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 240 "$sanitizer" --tool memcheck python3 scripts/attention_sanitize.py \

@@ -39,6 +39,19 @@ def test_fresh_records_replace_theirs_in_place_and_new_ones_follow(tmp_path):
     assert "changed since tuned: relu/torch float32 65536" in out
 
 
+def test_drop_stale_removes_only_the_records_whose_source_changed(tmp_path):
+    shipped = tmp_path / "shipped.json"
+    old = [record("1024", 1.0), record("4096", 2.0, source_hash="0" * 16), record("65536", 3.0)]
+    shipped.write_text(json.dumps({"format": 1, "records": old}, indent=1) + "\n")
+
+    out = subprocess.run([sys.executable, str(SCRIPT), str(shipped), "--drop-stale"], capture_output=True, text=True,
+                         check=True).stdout
+
+    assert [r["shape"] for r in json.loads(shipped.read_text())["records"]] == ["1024", "65536"]
+    assert "dropped 1 record(s) with a changed source" in out and "dropped: relu/torch float32 4096" in out
+    assert "0 replaced, 0 added, 2 records, 0 with a changed source" in out
+
+
 def test_check_shipped_rebuilds_a_key_whose_flags_hold_params_the_shape_text_does_not():
     """conv2d's shape text holds its 7 sizes; stride and padding are in the key's flags. The check rebuilds such a
     key from the op's representative shapes, and gives up (None) on flags none of them has."""

@@ -1,0 +1,68 @@
+"""The shipped winners (tuning_db/*.json) against the installed plugins: a record whose kernel source or config
+space has changed since it was tuned is skipped at import, so an edited kernel would silently lose its shipped
+winners on every GPU the files cover. Each record must name a registered op and plugin, carry the installed
+source hash and a config of the plugin's space, and be the only record of its key."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kernelzoo.db.transfer import read_file
+from kernelzoo.registry import registry
+
+SHIPPED = sorted((Path(__file__).resolve().parent.parent / "tuning_db").glob("*.json"))
+
+
+def problems(path: Path) -> list[str]:
+    """What is wrong with the records of a winners file, one line each (empty: nothing)."""
+    found, seen = [], set()
+    for w in read_file(path):
+        name = f"{w.op}/{w.plugin} {w.dtype} {w.shape or w.bucket} {w.flags!r}"
+        try:
+            impl = registry.impl(w.op, w.plugin)
+        except KeyError:
+            found.append(f"{name}: no such op or plugin")
+            continue
+        if impl.source_hash != w.source_hash:
+            found.append(f"{name}: the kernel source or config space changed since it was tuned")
+        unknown = sorted(set(w.config) - set(impl.default_config) - set(impl.config_space))
+        outside = sorted(k for k, v in w.config.items() if k in impl.config_space and v not in impl.config_space[k])
+        if unknown or outside:
+            found.append(f"{name}: config keys not in the plugin's space {unknown}, values outside it {outside}")
+        key = (w.op, w.plugin, w.dtype, w.bucket, w.flags, w.device.hash)
+        if key in seen:
+            found.append(f"{name}: a second record of the same key")
+        seen.add(key)
+    return found
+
+
+def test_there_are_shipped_files():
+    assert {p.name for p in SHIPPED} >= {"h100-sxm.json", "h200.json"}
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
+def test_shipped_records_match_the_installed_plugins(path):
+    wrong = problems(path)
+    assert not wrong, (f"{path.name}: {len(wrong)} record(s) the installed plugins would not use; re-tune them on "
+                       "that GPU and merge them (scripts/merge_records.py FILE EXPORT), or remove them "
+                       "(scripts/merge_records.py FILE --drop-stale):\n" + "\n".join(wrong[:20]))
+
+
+def test_problems_names_each_kind_of_bad_record(tmp_path):
+    data = json.loads(SHIPPED[0].read_text())
+    good = data["records"][0]
+    stale = {**good, "source_hash": "0" * 64}
+    odd_key = {**good, "config": {**good["config"], "NO_SUCH_PARAM": 1}, "flags": "other"}
+    gone = {**good, "plugin": "no_such_plugin"}
+    data["records"] = [good, good, stale, odd_key, gone]
+    path = tmp_path / "doctored.json"
+    path.write_text(json.dumps(data))
+    wrong = problems(path)
+    assert len(wrong) == 5, wrong
+    assert "a second record of the same key" in wrong[0]
+    assert "changed since it was tuned" in wrong[1] and "a second record" in wrong[2]
+    assert "NO_SUCH_PARAM" in wrong[3]
+    assert "no such op or plugin" in wrong[4]
