@@ -5,8 +5,9 @@
 For every record measured on this machine's hardware whose kernel source is still the
 installed one: the same plugin and config on fresh inputs of the recorded shape (and of the
 flags' params, conv2d's stride and padding, from the op's representative shapes), timed as
-the tuner times (kernelzoo.timing.time_fn, the host's enqueue hidden), next to the stored median and its noise. The
-last line counts the records within noise (|ratio - 1| <= max(stored spread, new spread, 3%)).
+the tuner times (kernelzoo.timing.time_fn, the host's enqueue hidden), next to the stored
+median and its noise. The last line counts the records within noise (|ratio - 1| <= max(stored
+spread, new spread, 3%)).
 """
 
 from __future__ import annotations

@@ -56,13 +56,16 @@ def test_problems_names_each_kind_of_bad_record(tmp_path):
     good = data["records"][0]
     stale = {**good, "source_hash": "0" * 64}
     odd_key = {**good, "config": {**good["config"], "NO_SUCH_PARAM": 1}, "flags": "other"}
+    name = next(iter(registry.impl(good["op"], good["plugin"]).config_space))
+    odd_value = {**good, "config": {**good["config"], name: -1}, "flags": "another"}
     gone = {**good, "plugin": "no_such_plugin"}
-    data["records"] = [good, good, stale, odd_key, gone]
+    data["records"] = [good, good, stale, odd_key, odd_value, gone]
     path = tmp_path / "doctored.json"
     path.write_text(json.dumps(data))
     wrong = problems(path)
-    assert len(wrong) == 5, wrong
+    assert len(wrong) == 6, wrong
     assert "a second record of the same key" in wrong[0]
     assert "changed since it was tuned" in wrong[1] and "a second record" in wrong[2]
-    assert "NO_SUCH_PARAM" in wrong[3]
-    assert "no such op or plugin" in wrong[4]
+    assert "keys not in the plugin's space ['NO_SUCH_PARAM'], values outside it []" in wrong[3]
+    assert f"keys not in the plugin's space [], values outside it ['{name}']" in wrong[4]
+    assert "no such op or plugin" in wrong[5]
