@@ -470,6 +470,12 @@ class Registry:
         self.op(op)
         return list(self.impls[op].values())
 
+    def is_current(self, op: str, plugin: str, source_hash: str) -> bool:
+        """Whether a record of ``op``/``plugin`` tuned under ``source_hash`` still applies: the plugin is
+        registered and its kernel source and config space are the ones it was measured on."""
+        impl = self.load().impls.get(op, {}).get(plugin)
+        return impl is not None and impl.source_hash == source_hash
+
     def impl(self, op: str, plugin: str) -> Implementation:
         impls = {i.plugin: i for i in self.implementations(op)}
         if plugin not in impls:

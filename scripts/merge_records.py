@@ -24,8 +24,8 @@ def ident(record: dict) -> tuple:
 
 
 def is_stale(record: dict) -> bool:
-    """Whether the record's plugin source hash is no longer the installed source's."""
-    return registry.impl(record["op"], record["plugin"]).source_hash != record["source_hash"]
+    """Whether the installed plugins would no longer use the record (source changed, or plugin gone)."""
+    return not registry.is_current(record["op"], record["plugin"], record["source_hash"])
 
 
 def stale(records: list[dict]) -> list[str]:

@@ -21,12 +21,11 @@ def problems(path: Path) -> list[str]:
     found, seen = [], set()
     for w in read_file(path):
         name = f"{w.op}/{w.plugin} {w.dtype} {w.shape or w.bucket} {w.flags!r}"
-        try:
-            impl = registry.impl(w.op, w.plugin)
-        except KeyError:
+        impl = registry.load().impls.get(w.op, {}).get(w.plugin)
+        if impl is None:
             found.append(f"{name}: no such op or plugin")
             continue
-        if impl.source_hash != w.source_hash:
+        if not registry.is_current(w.op, w.plugin, w.source_hash):
             found.append(f"{name}: the kernel source or config space changed since it was tuned")
         unknown = sorted(set(w.config) - set(impl.default_config) - set(impl.config_space))
         outside = sorted(k for k, v in w.config.items() if k in impl.config_space and v not in impl.config_space[k])

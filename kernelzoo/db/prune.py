@@ -20,11 +20,6 @@ class Pruned:
     trials: int
 
 
-def _current(op: str, plugin: str, source_hash: str) -> bool:
-    impl = registry.load().impls.get(op, {}).get(plugin)
-    return impl is not None and impl.source_hash == source_hash
-
-
 def prune(store: Store, older_than_days: float | None = None) -> Pruned:
     """Delete stale winners, the Optuna studies of stale keys (and of idle ones with ``older_than_days``)
     and their trial records; how many of each went."""
@@ -32,7 +27,7 @@ def prune(store: Store, older_than_days: float | None = None) -> Pruned:
 
     from kernelzoo.tuner.search import optuna_storage
 
-    stale = [w.key for w in winners(store) if not _current(w.op, w.plugin, w.source_hash)]
+    stale = [w.key for w in winners(store) if not registry.is_current(w.op, w.plugin, w.source_hash)]
     n_winners = store.transaction(lambda s: delete_winners(s, stale), write=True)
     storage = optuna_storage(store.url)
     cutoff = datetime.now(timezone.utc) - timedelta(days=older_than_days) if older_than_days is not None else None
@@ -47,7 +42,7 @@ def prune(store: Store, older_than_days: float | None = None) -> Pruned:
             times = [t.datetime_complete or t.datetime_start for t in trials if t.datetime_start]
             last = max(times, default=summary.datetime_start)
             old = last is not None and last.replace(tzinfo=last.tzinfo or timezone.utc) < cutoff
-        if old or not _current(attrs.get("op", ""), attrs.get("plugin", ""), attrs.get("source_hash", "")):
+        if old or not registry.is_current(attrs.get("op", ""), attrs.get("plugin", ""), attrs.get("source_hash", "")):
             optuna.delete_study(study_name=summary.study_name, storage=storage)
             gone.append(summary.study_name)
     n_trials = store.transaction(

@@ -43,8 +43,7 @@ def shipped_files(directory: Path | None = None) -> list[Path]:
 
 
 def _current(w: Winner) -> bool:
-    impl = registry.impls.get(w.op, {}).get(w.plugin)
-    return impl is not None and impl.source_hash == w.source_hash
+    return registry.is_current(w.op, w.plugin, w.source_hash)
 
 
 def import_shipped(store: Store, here: Fingerprint, files: list[Path] | None = None) -> list[tuple[Path, ImportResult]]:
