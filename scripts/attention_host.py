@@ -2,16 +2,24 @@
 against kernelzoo's Launcher, the benchmark's timing of each (L2 flushed, host not hidden) and the GPU
 time alone; the cuda and torch plugins beside them.
 
-    python scripts/attention_host.py
+    python scripts/attention_host.py [--profile [--top 15]]
 
 Host time is the median of five runs of 100 calls while the GPU sleeps, so that no call waits for it.
+--profile instead runs the Triton forward and backward (dQ pass) of each shape under cProfile, 200 calls
+each with the GPU kept busy, and prints the functions that took the most host time of their own (µs a call;
+the profiler's own cost inflates the Python functions' share, not a C function's such as Triton's compiled
+launcher).
 """
 
 from __future__ import annotations
 
+import argparse
+import cProfile
+import pstats
 import time
 from collections.abc import Callable
 from functools import partial
+from pathlib import Path
 
 import torch
 
@@ -45,7 +53,33 @@ def through_triton(self: backend.Launcher, grid: tuple[int, ...], *args: object,
     self.kernel[grid](*args, **kwargs)
 
 
+def profile(fn: Callable[[], object], top: int, calls: int = 200) -> None:
+    """The ``top`` functions by own host time over ``calls`` calls of ``fn``, in µs a call."""
+    fn()
+    torch.cuda.synchronize()
+    torch.cuda._sleep(1_000_000_000)
+    profiler = cProfile.Profile()
+    start = time.perf_counter()
+    profiler.enable()
+    for _ in range(calls):
+        fn()
+    profiler.disable()
+    total = (time.perf_counter() - start) / calls * 1e6
+    torch.cuda.synchronize()
+    stats = pstats.Stats(profiler).stats  # (file, line, name) -> (calls, primitive calls, own s, cumulative s, callers)
+    rows = sorted(stats.items(), key=lambda item: -item[1][2])[:top]
+    print(f"  {total:.1f} µs a call under the profiler; own time of the top {top}:")
+    for (file, line, name), (_, n, own, cumulative, _) in rows:
+        where = name if file == "~" else f"{Path(file).parent.name}/{Path(file).name}:{line} {name}"
+        print(f"  {own / calls * 1e6:8.1f} µs own {cumulative / calls * 1e6:8.1f} µs with callees "
+              f"{n / calls:5.1f}x  {where[-90:]}")
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", action="store_true", help="cProfile the Triton paths instead of timing them")
+    parser.add_argument("--top", type=int, default=15)
+    args = parser.parse_args()
     fast = backend.Launcher.__call__
     g = torch.Generator(device="cuda").manual_seed(0)
     print(f"{'shape':22} {'call':22} {'host: triton':>12} {'Launcher':>9} | {'bench: triton':>13} "
@@ -61,6 +95,11 @@ def main() -> None:
         cases = {"triton fwd": partial(forward.run, call, forward.config()),
                  "triton bwd, dQ pass": partial(backward.run, bcall, backward.config({"DQ": "pass"})),
                  "triton bwd, atomic dQ": partial(backward.run, bcall, backward.config({"DQ": "atomic"}))}
+        if args.profile:
+            for name in ("triton fwd", "triton bwd, dQ pass"):
+                print(f"{tag} {name}")
+                profile(cases[name], args.top)
+            continue
         for name, fn in cases.items():
             measured = []
             for launch in (through_triton, fast):
