@@ -66,7 +66,7 @@ def profile(fn: Callable[[], object], top: int, calls: int = 200) -> None:
     profiler.disable()
     total = (time.perf_counter() - start) / calls * 1e6
     torch.cuda.synchronize()
-    stats = pstats.Stats(profiler).stats  # (file, line, name) -> (calls, primitive calls, own s, cumulative s, callers)
+    stats = pstats.Stats(profiler).stats  # (file, line, name) -> (primitive calls, calls, own s, cumulative s, callers)
     rows = sorted(stats.items(), key=lambda item: -item[1][2])[:top]
     print(f"  {total:.1f} µs a call under the profiler; own time of the top {top}:")
     for (file, line, name), (_, n, own, cumulative, _) in rows:

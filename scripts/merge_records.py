@@ -28,9 +28,8 @@ def is_stale(record: dict) -> bool:
     return not registry.is_current(record["op"], record["plugin"], record["source_hash"])
 
 
-def stale(records: list[dict]) -> list[str]:
-    """The stale records, named."""
-    return [f"{r['op']}/{r['plugin']} {r['dtype']} {r['shape']}" for r in records if is_stale(r)]
+def name(record: dict) -> str:
+    return f"{record['op']}/{record['plugin']} {record['dtype']} {record['shape']}"
 
 
 def main() -> int:
@@ -55,19 +54,21 @@ def main() -> int:
         else:
             shipped["records"][i] = record
             replaced += 1
-    old = stale(shipped["records"])
+    current, old = [], []
+    for record in shipped["records"]:
+        (old if is_stale(record) else current).append(record)
     if args.drop_stale:
-        shipped["records"] = [r for r in shipped["records"] if not is_stale(r)]
+        shipped["records"] = current
         print(f"{args.shipped}: dropped {len(old)} record(s) with a changed source")
-        for line in old:
-            print(f"  dropped: {line}")
+        for record in old:
+            print(f"  dropped: {name(record)}")
         old = []
     with open(args.shipped, "w") as f:
         f.write(json.dumps(shipped, indent=1) + "\n")
     print(f"{args.shipped}: {replaced} replaced, {len(fresh) - replaced} added, {len(shipped['records'])} records, "
           f"{len(old)} with a changed source")
-    for line in old:
-        print(f"  changed since tuned: {line}")
+    for record in old:
+        print(f"  changed since tuned: {name(record)}")
     return 0
 
 
