@@ -57,7 +57,7 @@ extern "C" __global__ void copy(const int* x, int* y, int n) {
 def cache_dir(tmp_path, monkeypatch):
     """A private disk cache and an empty memory cache for every test."""
     monkeypatch.setenv("KERNELZOO_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(cuda, "_cubins", {})
+    monkeypatch.setattr(cuda.compiler, "_cubins", {})
     return tmp_path / "cuda"
 
 
@@ -84,9 +84,9 @@ def test_second_compile_is_a_cache_hit(cache_dir, monkeypatch):
     def no_compile(*args, **kwargs):
         raise AssertionError("NVRTC was called on a cache hit")
 
-    monkeypatch.setattr(cuda, "_nvrtc_compile", no_compile)
+    monkeypatch.setattr(cuda.compiler, "_nvrtc_compile", no_compile)
     assert cuda.compile_cubin(CONVERT, defines={"T": "kz_half"}, arch="sm_90") == first  # from memory
-    cuda._cubins.clear()
+    cuda.compiler._cubins.clear()
     assert cuda.compile_cubin(CONVERT, defines={"T": "kz_half"}, arch="sm_90") == first  # from disk
     with pytest.raises(AssertionError):  # anything else in the key is a miss
         cuda.compile_cubin(CONVERT, defines={"T": "kz_bf16"}, arch="sm_90")
@@ -115,7 +115,7 @@ def test_warnings_are_kept_in_the_log_also_from_the_cache():
     assert "never referenced" in cuda.last_log()
     cuda.compile_cubin("__global__ void clean() {}", arch="sm_90")
     assert cuda.last_log() == ""
-    cuda._cubins.clear()
+    cuda.compiler._cubins.clear()
     cuda.compile_cubin(source, arch="sm_90")
     assert "never referenced" in cuda.last_log()
 
@@ -144,13 +144,13 @@ def test_available_says_why_not():
 def test_launch_config_structs_have_the_driver_s_layout():
     """cuLaunchKernelEx reads these structs as cuda.h lays them out (CUDA 12 and 13): an attribute is a 4-byte
     id, padding, and a 64-byte union at offset 8; the config's stream, attributes and count follow 7 uints."""
-    ffi = cuda._ffi
+    ffi = cuda.bindings._ffi
     assert ffi.sizeof("CUlaunchAttribute") == 72 and ffi.offsetof("CUlaunchAttribute", "value") == 8
     assert ffi.sizeof("CUlaunchConfig") == 56
     assert [ffi.offsetof("CUlaunchConfig", f) for f in ("sharedMemBytes", "hStream", "attrs", "numAttrs")] == \
         [24, 32, 40, 48]
-    assert cuda._DEPENDENT.id == 6  # CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
-    assert cuda._DEPENDENT.value.programmaticStreamSerializationAllowed == 1
+    assert cuda.launch._DEPENDENT.id == 6  # CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+    assert cuda.launch._DEPENDENT.value.programmaticStreamSerializationAllowed == 1
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
@@ -184,7 +184,7 @@ def test_launch_arguments_are_packed_as_a_c_struct_of_them():
              " short h; unsigned long long none; _Bool b; int flag; };")
     args = (7, None, 0.5, cuda.I64(-(2**40)), np.int8(-3), np.float64(0.25), np.int16(-300), None,
             np.bool_(True), True)
-    data, layout = cuda._pack(args, {})
+    data, layout = cuda.launch._pack(args, {})
     assert len(data) == layout.size[0] <= ffi.sizeof("struct params")
     padded = bytearray(data) + bytes(ffi.sizeof("struct params") - len(data))
     view = ffi.cast("struct params *", ffi.from_buffer(padded))
@@ -195,16 +195,16 @@ def test_launch_arguments_are_packed_as_a_c_struct_of_them():
 def test_a_float_past_float32_s_range_is_packed_as_inf_as_c_converts_it():
     import struct
 
-    data, layout = cuda._pack((1e40, -1e39, 2.5), {})
+    data, layout = cuda.launch._pack((1e40, -1e39, 2.5), {})
     assert struct.unpack(layout.struct.format, data) == (float("inf"), float("-inf"), 2.5)
 
 
 def test_a_second_launch_of_other_values_reuses_the_layout():
     layouts = {}  # a kernel's cache
-    first, layout = cuda._pack((1, 2.0, cuda.I64(3)), layouts)
-    second, again = cuda._pack((4, 5.0, cuda.I64(6)), layouts)
+    first, layout = cuda.launch._pack((1, 2.0, cuda.I64(3)), layouts)
+    second, again = cuda.launch._pack((4, 5.0, cuda.I64(6)), layouts)
     assert again is layout and first != second
-    assert cuda._pack((1, 2.0, 3), layouts)[1] is not layout  # an int where an I64 was: another layout
+    assert cuda.launch._pack((1, 2.0, 3), layouts)[1] is not layout  # an int where an I64 was: another layout
 
 
 # ------------------------------------------------------------------------------------------- GPU needed
@@ -219,16 +219,16 @@ def test_a_launch_with_a_tensor_map_packs_each_argument_at_the_kernel_s_offset()
     aligned in the constant bank, whose parameters start 16 bytes past a multiple of 64 (offsets 48 and 176)."""
     first, second = cuda.TensorMap(bytes(range(128))), cuda.TensorMap(bytes(128))
     params = [(0, 8), (8, 4), (48, 128), (176, 4), (240, 128)]
-    data, layout = cuda._pack((cuda.I64(5), 3, first, 2.5, second), {}, lambda passed: params)
+    data, layout = cuda.launch._pack((cuda.I64(5), 3, first, 2.5, second), {}, lambda passed: params)
     assert layout.size[0] == len(data) == 368
     assert data[:12] == struct.pack("<qi", 5, 3) and data[48:176] == bytes(range(128))
     assert data[176:180] == struct.pack("<f", 2.5) and data[240:368] == bytes(128)
     with pytest.raises(TypeError, match="pass I64"):
-        cuda._pack((3, 3, first, 2.5, second), {}, lambda passed: params)
+        cuda.launch._pack((3, 3, first, 2.5, second), {}, lambda passed: params)
     with pytest.raises(TypeError, match="takes 5 arguments, 4"):
-        cuda._pack((cuda.I64(5), 3, first, 2.5), {}, lambda passed: params)
+        cuda.launch._pack((cuda.I64(5), 3, first, 2.5), {}, lambda passed: params)
     with pytest.raises(TypeError, match="kernel's offsets"):  # a map is never laid out as a C struct
-        cuda._pack((cuda.I64(5), 3, first), {})
+        cuda.launch._pack((cuda.I64(5), 3, first), {})
     with pytest.raises(ValueError, match="128 bytes"):
         cuda.TensorMap(bytes(64))
 
