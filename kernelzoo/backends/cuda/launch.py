@@ -57,8 +57,12 @@ class Module:
 
 
 def _dims(value: tuple[int, ...] | int, what: str) -> tuple[int, int, int]:
-    if type(value) is int and value >= 0:  # the common case, without the checks below
+    if type(value) is int and value >= 0:  # the common cases, without the checks below
         return value, 1, 1
+    if type(value) is tuple and len(value) == 3:
+        x, y, z = value
+        if type(x) is int and type(y) is int and type(z) is int and x >= 0 and y >= 0 and z >= 0:
+            return value
     try:  # operator.index: numpy and torch integers are welcome, floats are not
         dims = tuple(map(operator.index, value if isinstance(value, (tuple, list)) else (value,)))
     except TypeError:
@@ -73,6 +77,9 @@ def _dims(value: tuple[int, ...] | int, what: str) -> tuple[int, int, int]:
 # (CU_LAUNCH_PARAM_BUFFER_POINTER, CU_LAUNCH_PARAM_BUFFER_SIZE, CU_LAUNCH_PARAM_END). One struct.pack per
 # launch instead of a C copy per argument: 28 arguments took 7.7 µs as copies, 0.4 µs packed (2-core Xeon).
 _BUFFER_POINTER, _BUFFER_SIZE, _LAUNCH_END = _ffi.cast("void *", 1), _ffi.cast("void *", 2), _ffi.NULL
+# the C types of a launch's per-call cffi objects, parsed once: by name, cffi looks each up again at every call
+_STREAM_TYPE, _EXTRA_TYPE = _ffi.typeof("CUstream"), _ffi.typeof("void *[5]")
+_CONTEXT_POINTER_TYPE, _CONFIG_POINTER_TYPE = _ffi.typeof("CUcontext *"), _ffi.typeof("CUlaunchConfig *")
 # the launch attribute of a dependent launch (cuLaunchKernelEx): programmatic stream serialization allowed
 _DEPENDENT = _ffi.new("CUlaunchAttribute *", {"id": _PROGRAMMATIC_STREAM_SERIALIZATION,
                                               "value": {"programmaticStreamSerializationAllowed": 1}})
@@ -124,14 +131,14 @@ def _numpy_code(value: object) -> str | None:
 
 def _converted(i: int, value: object) -> object:
     """The value packed for launch argument ``i`` that is a tensor (its address), None (0) or a numpy scalar."""
+    if isinstance(value, torch.Tensor):  # the common case first
+        if not value.is_cuda:
+            raise ValueError(f"kernel argument {i} is a tensor on {value.device}, not on a CUDA device")
+        return value.data_ptr()
     if value is None:
         return 0
     if isinstance(value, TensorMap):
         return value.raw
-    if isinstance(value, torch.Tensor):
-        if not value.is_cuda:
-            raise ValueError(f"kernel argument {i} is a tensor on {value.device}, not on a CUDA device")
-        return value.data_ptr()
     return value.item()  # type: ignore[attr-defined]
 
 
@@ -176,7 +183,7 @@ def _stream_handle(stream: torch.cuda.Stream | int | None, device: int) -> int:
 
 def _is_current(device: int) -> bool:
     """Whether ``device``'s primary context is the thread's current one (then a launch needs no switch)."""
-    current = _ffi.new("CUcontext *")
+    current = _ffi.new(_CONTEXT_POINTER_TYPE)
     return _driver().cuCtxGetCurrent(current) == 0 and current[0] == _primary_context(device)
 
 
@@ -232,13 +239,13 @@ class Kernel:
             return  # nothing to do, and CUDA calls an empty grid an error
         data, layout = _pack(args, self._layouts, self.params)  # kept alive until the launch has copied it
         device = self.module.device
-        c_stream = _ffi.cast("CUstream", _stream_handle(stream, device))
+        c_stream = _ffi.cast(_STREAM_TYPE, _stream_handle(stream, device))
         if shared_mem > 0:
             self._allow_dynamic_shared(shared_mem)
-        extra = (_ffi.new("void *[5]", [_BUFFER_POINTER, _ffi.from_buffer(data), _BUFFER_SIZE, layout.size,
+        extra = (_ffi.new(_EXTRA_TYPE, [_BUFFER_POINTER, _ffi.from_buffer(data), _BUFFER_SIZE, layout.size,
                                         _LAUNCH_END]) if args else _ffi.NULL)
         if dependent and dependent_launch(device)[0]:
-            config = _ffi.new("CUlaunchConfig *", [*grid_dims, *block_dims, shared_mem, c_stream, _DEPENDENT, 1])
+            config = _ffi.new(_CONFIG_POINTER_TYPE, [*grid_dims, *block_dims, shared_mem, c_stream, _DEPENDENT, 1])
             launch, what, launch_args = _driver().cuLaunchKernelEx, "cuLaunchKernelEx", (config, self._handle)
         else:
             launch, what = _driver().cuLaunchKernel, "cuLaunchKernel"
