@@ -40,6 +40,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--calibrate", action="store_true", help="measure the device's copy bandwidth and matmul "
                    "rates first and store them for it (about a second)")
     p.add_argument("--db", help="SQLAlchemy URL of the tuning database (default: $KERNELZOO_DB or the cache dir)")
+    host = p.add_argument_group("host cost (--host)")
+    host.add_argument("--host", action="store_true", help="host µs per call instead: torch's own op, "
+                      "kernelzoo.ops (auto) and each plugin forced, on small inputs, forward and forward+backward, "
+                      "with the ratio to torch (default ops: the call-path set; default devices: cpu, and cuda "
+                      "if there is a GPU)")
+    host.add_argument("--calls", type=int, default=200, help="--host: calls timed together (default 200)")
+    host.add_argument("--rounds", type=int, default=9, help="--host: interleaved rounds, the median kept "
+                      "(default 9)")
+    host.add_argument("--threads", type=int, help="--host: torch's CPU threads while measuring (default: as "
+                      "set; 1 keeps a loaded machine's descheduled thread out of torch's parallel regions)")
     p.set_defaults(func=run)
 
 
@@ -80,6 +90,30 @@ def _calibrate(device: torch.device) -> None:
           f"matmul TFLOP/s {rates}; stored")
 
 
+def _host(args: argparse.Namespace) -> int:
+    from kernelzoo.bench.host import OPS, format_rows, measure, write_json
+
+    ops = args.op or list(OPS)
+    for op in ops:
+        registry.op(op)  # UnknownError listing the ops
+    if args.calls < 1 or args.rounds < 1:
+        raise ArgumentError(f"bench: --calls and --rounds must be >= 1, got {args.calls}, {args.rounds}")
+    devices = [_device(args.device)] if args.device else [torch.device("cpu")] + (
+        [torch.device("cuda")] if torch.cuda.is_available() else [])
+    if args.threads is not None:
+        if args.threads < 1:
+            raise ArgumentError(f"bench: --threads must be >= 1, got {args.threads}")
+        torch.set_num_threads(args.threads)
+    rows = []
+    for device in devices:
+        rows += measure(ops, device, calls=args.calls, rounds=args.rounds, plugins=args.plugin,
+                        progress=lambda what: print(f"  {what} ...", file=sys.stderr, flush=True))
+    print(format_rows(rows))
+    if args.json:
+        write_json(args.json, rows, sys.argv[1:])
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     from kernelzoo.bench.cases import cases
     from kernelzoo.bench.plot import plot
@@ -90,6 +124,8 @@ def run(args: argparse.Namespace) -> int:
     if args.db:
         os.environ["KERNELZOO_DB"] = args.db  # dispatch's winner lookup reads the same database
     registry.load()
+    if args.host:
+        return _host(args)
     _check(args)
     device = _device(args.device)
     if args.calibrate:

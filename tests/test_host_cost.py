@@ -1,0 +1,95 @@
+"""Host cost per call: ``kernelzoo bench --host`` (its table and JSON) and the choice cache's fast paths, which
+must answer as the full paths do."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+import pytest
+import torch
+
+import kernelzoo
+from kernelzoo import dispatch
+from kernelzoo.bench.host import MODES, OPS
+from kernelzoo.cli import main
+from kernelzoo.registry import registry
+
+
+def test_bench_host_prints_every_op_and_mode_with_finite_ratios(tmp_path, capsys):
+    out = tmp_path / "host.json"
+    assert main(["bench", "--host", "--device", "cpu", "--calls", "2", "--rounds", "1", "--json", str(out)]) == 0
+    table = capsys.readouterr().out
+    assert "host µs per call on cpu (ratio to torch)" in table
+    data = json.loads(out.read_text())
+    assert {"devices", "versions", "date", "command", "cores"} <= set(data["meta"])
+    rows = data["rows"]
+    for op in OPS:
+        for mode in MODES:
+            assert any(line.split()[:2] == [op, mode] for line in table.splitlines()), (op, mode)
+            found = {r["runner"]: r for r in rows if r["op"] == op and r["mode"] == mode}
+            assert found["torch"]["status"] == "ok" and found["torch"]["ratio"] == pytest.approx(1.0)
+            assert "auto" in found
+            if mode == "forward":  # every op runs forward on the CPU, automatically and with each plugin forced
+                assert found["auto"]["status"] == "ok", found["auto"]
+                assert found["auto"]["chosen"] == kernelzoo.explain(op, *_args(op)).plugin
+                forced = {r.removeprefix("use(").removesuffix(")") for r in found if r.startswith("use(")}
+                assert {"openmp", "torch"} <= forced
+    timed = [r for r in rows if r["status"] == "ok"]
+    assert len(timed) > 2 * len(OPS)
+    for r in timed:
+        assert math.isfinite(r["us"]) and r["us"] > 0 and math.isfinite(r["ratio"]) and r["ratio"] > 0, r
+    for r in rows:
+        if r["status"] != "ok":
+            assert r["reason"] and f"{r['op']} {r['mode']} {r['runner']}: {r['status']}" in table
+
+
+def _args(op: str) -> tuple:
+    from kernelzoo.bench.host import _inputs
+
+    return _inputs(op, torch.device("cpu")).args
+
+
+def test_bench_host_refuses_bad_counts_and_unknown_ops(capsys):
+    assert main(["bench", "--host", "--device", "cpu", "--calls", "0"]) != 0
+    assert "--calls and --rounds must be >= 1" in capsys.readouterr().err
+    assert main(["bench", "--host", "--device", "cpu", "--op", "no_such_op"]) != 0
+    assert "no_such_op" in capsys.readouterr().err
+
+
+def test_the_forced_plugin_set_after_a_cached_choice_is_followed(monkeypatch):
+    """The environment's fast path ("not set" from os.environ's own table) sees a variable set later, by either
+    route, and the choice cache keys on it."""
+    monkeypatch.delenv("KERNELZOO_PLUGIN", raising=False)
+    op, x = registry.op("relu"), torch.randn(8, 8)
+    dispatch.clear_cache()
+    auto = dispatch.choose(op, op.check(x))
+    assert not auto.forced
+    os.environ["KERNELZOO_PLUGIN"] = "python"
+    try:
+        assert dispatch.choose(op, op.check(x)).plugin == "python"
+        monkeypatch.setenv("KERNELZOO_PLUGIN", "openmp")
+        assert dispatch.choose(op, op.check(x)).plugin == "openmp"
+    finally:
+        os.environ.pop("KERNELZOO_PLUGIN", None)
+    assert dispatch.choose(op, op.check(x)) is auto
+
+
+def test_tensor_list_calls_are_chosen_and_run_each_time():
+    """A call whose inputs are tensor lists has no cached signature: each call is chosen afresh, and runs."""
+    params = [torch.randn(5) for _ in range(3)]
+    grads, exp_avg, exp_avg_sq = ([torch.randn(5) for _ in range(3)] for _ in range(3))
+    for v in exp_avg_sq:
+        v.abs_()
+    want = [p.clone() for p in params]
+    torch._fused_adamw_(want, [g.clone() for g in grads], [m.clone() for m in exp_avg],
+                        [v.clone() for v in exp_avg_sq], [], [torch.tensor(1.0)] * 3, lr=1e-2, beta1=0.9,
+                        beta2=0.999, weight_decay=0.0, eps=1e-8, amsgrad=False, maximize=False)
+    dispatch.clear_cache()
+    before = len(dispatch._chosen)
+    kernelzoo.ops.adam_update_foreach_(params, grads, exp_avg, exp_avg_sq, step=1, lr=1e-2, beta1=0.9,
+                                       beta2=0.999, eps=1e-8, weight_decay=0.0)
+    assert len(dispatch._chosen) == before
+    for got, expected in zip(params, want):
+        torch.testing.assert_close(got, expected)
