@@ -97,10 +97,10 @@ def arange(*args: Any, dtype: torch.dtype | None = None, device: Any = None, req
     return _wrap(torch.arange(*args, dtype=dtype), device, requires_grad)
 
 
-from mytorch import nn, optim  # noqa: E402  (they use the names above)
+from mytorch import cuda, nn, optim  # noqa: E402  (they use the names above)
 
 __all__ = [
-    "Context", "Function", "Tensor", "arange", "bfloat16", "float16", "float32", "float64", "from_numpy",
+    "Context", "Function", "Tensor", "arange", "bfloat16", "cuda", "float16", "float32", "float64", "from_numpy",
     "from_torch", "full", "generator", "int32", "int64", "is_grad_enabled", "load", "long", "manual_seed", "nn",
     "no_grad", "ones", "optim", "rand", "randint", "randn", "save", "set_grad_enabled", "tensor", "trace", "zeros",
 ]

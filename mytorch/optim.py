@@ -4,6 +4,7 @@ semantics."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -65,18 +66,26 @@ class Adam(Optimizer):
     With ``foreach`` (the default) a step updates the parameters that share a device, dtype and step
     count in one adam_update_foreach_ call, as torch's foreach and fused Adam do; otherwise with one
     adam_update_ call per parameter. The results are the same.
+
+    ``capturable``: the step count lives on the parameter's device and the bias corrections are computed
+    there, by kernelzoo's elementwise ops, so that a step can be captured in a CUDA graph and replayed
+    (:func:`mytorch.cuda.graphed_step`): the fused kernels take the step as a host number, which a graph would
+    replay unchanged. More launches per step, the same results within float32 rounding; no amsgrad.
     """
 
     decoupled = False
 
     def __init__(self, params: Iterable[Parameter], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8, weight_decay: float = 0.0, amsgrad: bool = False, foreach: bool = True) -> None:
+                 eps: float = 1e-8, weight_decay: float = 0.0, amsgrad: bool = False, foreach: bool = True,
+                 capturable: bool = False) -> None:
         if lr < 0 or eps < 0 or weight_decay < 0 or not all(0 <= b < 1 for b in betas):
             raise ValueError(f"{type(self).__name__}: invalid lr={lr}, betas={betas}, eps={eps} or "
                              f"weight_decay={weight_decay}")
+        if capturable and amsgrad:
+            raise ValueError(f"{type(self).__name__}: capturable=True does not support amsgrad")
         super().__init__(params, {"lr": lr, "betas": tuple(betas), "eps": eps, "weight_decay": weight_decay,
                                   "amsgrad": amsgrad})
-        self.foreach = foreach
+        self.foreach, self.capturable = foreach, capturable
 
     def _state(self, p: Parameter) -> dict[str, Any]:
         """p's state, created at its first step, with the step counted."""
@@ -88,6 +97,11 @@ class Adam(Optimizer):
         return state
 
     def step(self) -> None:
+        if self.capturable:
+            for p in self.params:
+                if p.grad is not None:
+                    self._capturable_update(p)
+            return
         if not self.foreach:
             super().step()
             return
@@ -115,11 +129,45 @@ class Adam(Optimizer):
                          max_exp_avg_sq=state["max_exp_avg_sq"])
 
 
+    def _capturable_update(self, p: Parameter) -> None:
+        """One step of ``p`` whose every number stays on its device: no host value changes from step to step."""
+        d, data, grad = self.defaults, p.data, p.grad.data
+        beta1, beta2 = d["betas"]
+        state = self.state.setdefault(id(p), {})
+        if not state:
+            def const(value: float) -> torch.Tensor:
+                return torch.full((), value, dtype=data.dtype, device=data.device)
+
+            # step 0 and zero moments: a state zeroed in place is a fresh one (what graphed_step relies on)
+            state.update(step=torch.zeros((), dtype=data.dtype, device=data.device),
+                         exp_avg=torch.zeros_like(data), exp_avg_sq=torch.zeros_like(data),
+                         constants={"one": const(1.0), "log_beta1": const(math.log(beta1) if beta1 else -math.inf),
+                                    "log_beta2": const(math.log(beta2) if beta2 else -math.inf),
+                                    "beta1": const(beta1), "beta2": const(beta2), "eps": const(d["eps"]),
+                                    "lr": const(d["lr"]), "decay": const(1 - d["lr"] * d["weight_decay"])})
+        c, step, exp_avg, exp_avg_sq = state["constants"], state["step"], state["exp_avg"], state["exp_avg_sq"]
+        ops.copy_(step, ops.add(step, c["one"]))
+        # 1 - beta^step, as exp(step · log beta): the step is a device number
+        bias1 = ops.add(c["one"], ops.exp(ops.mul(step, c["log_beta1"])), alpha=-1)
+        bias2 = ops.add(c["one"], ops.exp(ops.mul(step, c["log_beta2"])), alpha=-1)
+        if d["weight_decay"]:
+            if self.decoupled:
+                ops.copy_(data, ops.mul(data, c["decay"]))
+            else:
+                grad = ops.add(grad, data, alpha=d["weight_decay"])
+        ops.copy_(exp_avg, ops.add(ops.mul(exp_avg, c["beta1"]), grad, alpha=1 - beta1))
+        ops.copy_(exp_avg_sq, ops.add(ops.mul(exp_avg_sq, c["beta2"]), ops.mul(grad, grad), alpha=1 - beta2))
+        denom = ops.add(ops.div(ops.pow(exp_avg_sq, 0.5), ops.pow(bias2, 0.5)), c["eps"])
+        update = ops.div(ops.mul(exp_avg, c["lr"]), ops.mul(denom, bias1))
+        ops.copy_(data, ops.add(data, update, alpha=-1))
+
+
 class AdamW(Adam):
     """torch.optim.AdamW: Adam with weight decay applied to the parameter (decoupled), 0.01 by default."""
 
     decoupled = True
 
     def __init__(self, params: Iterable[Parameter], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8, weight_decay: float = 0.01, amsgrad: bool = False, foreach: bool = True) -> None:
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, foreach)
+                 eps: float = 1e-8, weight_decay: float = 0.01, amsgrad: bool = False, foreach: bool = True,
+                 capturable: bool = False) -> None:
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, foreach, capturable)

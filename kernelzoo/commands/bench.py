@@ -50,6 +50,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                       "(default 9)")
     host.add_argument("--threads", type=int, help="--host: torch's CPU threads while measuring (default: as "
                       "set; 1 keeps a loaded machine's descheduled thread out of torch's parallel regions)")
+    step = p.add_argument_group("mytorch step (--mytorch-step)")
+    step.add_argument("--mytorch-step", action="store_true", help="time a transformer training step instead: "
+                      "torch eager, torch.compile, mytorch eager and mytorch as one CUDA graph, interleaved, "
+                      "median ms per step, at (batch, seq, dim, heads, blocks) = 32,256,512,8,4; 8,128,256,4,2; "
+                      "8,1024,1024,16,4")
+    step.add_argument("--config", action="append", metavar="B,L,D,H,N", help="--mytorch-step: batch, seq, dim, "
+                      "heads, blocks (repeatable; default: the three above)")
+    step.add_argument("--runner", action="append", help="--mytorch-step: only this runner (repeatable): torch, "
+                      "torch.compile, mytorch, 'mytorch graphed'")
+    step.add_argument("--steps", type=int, default=20, help="--mytorch-step: timed steps per runner (default 20)")
+    step.add_argument("--quick", action="store_true", help="--mytorch-step: a tiny model and 3 steps (a smoke test)")
     p.set_defaults(func=run)
 
 
@@ -114,6 +125,45 @@ def _host(args: argparse.Namespace) -> int:
     return 0
 
 
+def _config(text: str) -> tuple[int, int, int, int, int]:
+    try:
+        values = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        values = ()
+    if len(values) != 5 or min(values) < 1 or values[2] % values[3]:
+        raise ArgumentError(f"bench: --config takes batch,seq,dim,heads,blocks, positive, dim a multiple of heads; "
+                            f"got {text!r}")
+    return values  # type: ignore[return-value]
+
+
+def _mytorch_step(args: argparse.Namespace) -> int:
+    import json
+
+    from kernelzoo.bench.host import meta
+    from kernelzoo.bench.step import CONFIGS, QUICK_CONFIGS, RUNNERS, format_rows, measure
+
+    configs = [_config(c) for c in args.config] if args.config else list(QUICK_CONFIGS if args.quick else CONFIGS)
+    runners = args.runner or list(RUNNERS)
+    unknown = sorted(set(runners) - set(RUNNERS))
+    if unknown:
+        raise ArgumentError(f"bench: unknown --runner {', '.join(unknown)}; expected {', '.join(RUNNERS)}")
+    steps = 3 if args.quick else args.steps
+    if steps < 1:
+        raise ArgumentError(f"bench: --steps must be >= 1, got {steps}")
+    device = _device(args.device)
+    rows = measure(configs, device, steps=steps, warmup=1 if args.quick else 3, vocab=64 if args.quick else 1000,
+                   runners=runners, progress=lambda what: print(f"  {what} ...", file=sys.stderr, flush=True))
+    print(format_rows(rows))
+    if args.json:
+        from pathlib import Path
+
+        info = meta([], sys.argv[1:])
+        info["devices"] = {device.type: torch.cuda.get_device_name() if device.type == "cuda" else "cpu"}
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps({"meta": info, "rows": [r.to_dict() for r in rows]}, indent=1) + "\n")
+    return 1 if any(r.status == "failed" for r in rows) else 0
+
+
 def run(args: argparse.Namespace) -> int:
     from kernelzoo.bench.cases import cases
     from kernelzoo.bench.plot import plot
@@ -126,6 +176,8 @@ def run(args: argparse.Namespace) -> int:
     registry.load()
     if args.host:
         return _host(args)
+    if args.mytorch_step:
+        return _mytorch_step(args)
     _check(args)
     device = _device(args.device)
     if args.calibrate:
