@@ -104,11 +104,11 @@ def graphed_step(step_fn: Callable[..., Any], *sample_inputs: Any, optimizers: S
     values, fixed at capture. ``optimizers``: those whose parameters and state the step changes; the warm-up's
     changes to them are undone. ``warmup``: eager steps before capture (at least 1). ``pool``: a graph memory
     pool to share (``torch.cuda.graph_pool_handle()``)."""
-    if not torch.cuda.is_available():
-        raise RuntimeError("graphed_step: CUDA graphs need a CUDA GPU; torch.cuda.is_available() is False")
     if warmup < 1:
         raise ValueError(f"graphed_step: warmup must be >= 1 (capture must meet no first call), got {warmup}")
     _check_capturable(optimizers)
+    if not torch.cuda.is_available():
+        raise RuntimeError("graphed_step: CUDA graphs need a CUDA GPU; torch.cuda.is_available() is False")
     statics: list[Any] = []
     for i, value in enumerate(sample_inputs):
         data = _data(value)

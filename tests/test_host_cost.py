@@ -93,3 +93,23 @@ def test_tensor_list_calls_are_chosen_and_run_each_time():
     assert len(dispatch._chosen) == before
     for got, expected in zip(params, want):
         torch.testing.assert_close(got, expected)
+
+
+def test_bench_mytorch_step_quick_times_every_runner_that_runs_here(tmp_path, capsys):
+    out = tmp_path / "step.json"
+    assert main(["bench", "--mytorch-step", "--quick", "--device", "cpu", "--json", str(out)]) == 0
+    table = capsys.readouterr().out
+    rows = {r["runner"]: r for r in json.loads(out.read_text())["rows"]}
+    assert set(rows) == {"torch", "torch.compile", "mytorch", "mytorch graphed"}
+    for name in ("torch", "torch.compile", "mytorch"):
+        r = rows[name]
+        assert r["status"] == "ok" and r["ms"] > 0 and math.isfinite(r["ms"]), r
+        assert r["first_loss"] == pytest.approx(rows["torch"]["first_loss"], rel=1e-3)  # one set of weights
+    assert rows["mytorch"]["ratio"] == pytest.approx(rows["mytorch"]["ms"] / rows["torch"]["ms"])
+    assert rows["mytorch graphed"]["status"] == "skipped" and rows["mytorch graphed"]["versus"] == "torch.compile"
+    assert "2x8x16x2x1" in table and "mytorch graphed: skipped" in table
+
+
+def test_bench_mytorch_step_refuses_a_bad_config(capsys):
+    assert main(["bench", "--mytorch-step", "--device", "cpu", "--config", "8,128,250,4,2"]) != 0
+    assert "dim a multiple of heads" in capsys.readouterr().err

@@ -1,0 +1,194 @@
+"""CUDA graphs: every op captured and replayed under ``torch.cuda.graph`` gives its eager results, and a mytorch
+training step captured by ``mytorch.cuda.make_graphed_step`` trains as eager steps do. The GPU tests skip on
+the CPU; what makes a step capturable (a device step count, a warm-up that is undone, nothing read or chosen on
+the host once warm) is tested on the CPU too."""
+
+from __future__ import annotations
+
+import zlib
+
+import pytest
+import torch
+
+import mytorch
+from kernelzoo import dispatch
+from kernelzoo.backends import openmp
+from kernelzoo.bench.step import MytorchTransformer
+from kernelzoo.registry import registry
+from mytorch import nn
+from mytorch.cuda import _restore, _snapshot, graphed_step
+
+needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a CUDA GPU")
+
+
+def _clone(value):
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    if isinstance(value, (list, tuple)):
+        return type(value)(_clone(v) for v in value)
+    return value
+
+
+def _copy_into(dst, src) -> None:
+    if isinstance(dst, torch.Tensor):
+        dst.copy_(src)
+    elif isinstance(dst, (list, tuple)):
+        for d, s in zip(dst, src):
+            _copy_into(d, s)
+
+
+def _tensors(value) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors(v)]
+    return []
+
+
+def _gpu_ops() -> list[str]:
+    return sorted(op for op in registry.load().ops
+                  if any("cuda" in impl.devices() and registry.availability(impl)
+                         for impl in registry.implementations(op)))
+
+
+@needs_gpu
+@pytest.mark.parametrize("op", _gpu_ops() if torch.cuda.is_available() else [])
+def test_every_op_replays_its_eager_results(op):
+    """The op's first conformance case, float32: warmed up on the inputs the graph captures (so that choices,
+    compiled kernels and index checks are cached), captured, the inputs reset, replayed; its outputs and the
+    inputs it writes match an eager run on the same inputs."""
+    spec = registry.op(op)
+    case = spec.cases()[0]
+    args, kwargs = case.make(torch.device("cuda"), torch.float32, torch.Generator().manual_seed(zlib.crc32(
+        case.id.encode())))
+    pristine = _clone((args, kwargs))
+    eager_args, eager_kwargs = _clone(pristine)
+    want = dispatch.run_op(op, *eager_args, **eager_kwargs)
+    graph_args, graph_kwargs = _clone(pristine)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            dispatch.run_op(op, *graph_args, **graph_kwargs)
+    torch.cuda.current_stream().wait_stream(side)
+    _copy_into((graph_args, graph_kwargs), pristine)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        got = dispatch.run_op(op, *graph_args, **graph_kwargs)
+    _copy_into((graph_args, graph_kwargs), pristine)
+    graph.replay()
+    torch.cuda.synchronize()
+    for g, w in zip(_tensors(got) + _tensors((graph_args, graph_kwargs)),
+                    _tensors(want) + _tensors((eager_args, eager_kwargs)), strict=True):
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5, equal_nan=True)
+
+
+def _model_and_batches(device: str, steps: int = 3):
+    vocab, batch, seq = 50, 4, 16
+    mytorch.manual_seed(0)
+    model = MytorchTransformer(vocab, seq, 32, 4, 2).to(device)
+    g = torch.Generator().manual_seed(1)
+    batches = [(torch.randint(0, vocab, (batch, seq), generator=g).to(device),
+                torch.randint(0, vocab, (batch * seq,), generator=g).to(device)) for _ in range(steps)]
+    loss_fn = nn.CrossEntropyLoss()
+
+    def loss(logits, target):
+        return loss_fn(logits.view(-1, vocab), target)
+
+    return model, batches, loss
+
+
+def _eager_steps(model, opt, loss, batches) -> list[float]:
+    losses = []
+    for x, y in batches:
+        opt.zero_grad()
+        value = loss(model(mytorch.from_torch(x)), mytorch.from_torch(y))
+        value.backward()
+        opt.step()
+        losses.append(value.item())
+    return losses
+
+
+@needs_gpu
+def test_a_graphed_mytorch_step_trains_as_eager_steps():
+    model, batches, loss = _model_and_batches("cuda")
+    twin, _, _ = _model_and_batches("cuda")
+    eager_losses = _eager_steps(twin, mytorch.optim.AdamW(twin.parameters(), lr=1e-3), loss, batches)
+    opt = mytorch.optim.AdamW(model.parameters(), lr=1e-3, capturable=True)
+    step = mytorch.cuda.make_graphed_step(model, opt, loss, *map(mytorch.from_torch, batches[0]))
+    graph_losses = [step(*map(mytorch.from_torch, b)).item() for b in batches]
+    assert graph_losses == pytest.approx(eager_losses, rel=1e-4)
+    for (name, p), q in zip(model.named_parameters(), twin.parameters(), strict=True):
+        torch.testing.assert_close(p.data, q.data, rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_a_capturable_adam_steps_as_torch_does():
+    for mine, theirs in ((mytorch.optim.AdamW, torch.optim.AdamW), (mytorch.optim.Adam, torch.optim.Adam)):
+        g = torch.Generator().manual_seed(0)
+        start = torch.randn(7, 5, generator=g)
+        p, q = nn.Parameter(start.clone()), torch.nn.Parameter(start.clone())
+        opt, ref = mine([p], lr=1e-2, weight_decay=0.1, capturable=True), theirs([q], lr=1e-2, weight_decay=0.1)
+        for _ in range(3):
+            grad = torch.randn(7, 5, generator=g)
+            p.grad, q.grad = mytorch.Tensor(grad.clone()), grad.clone()
+            opt.step()
+            ref.step()
+        torch.testing.assert_close(p.data, q.data, rtol=1e-5, atol=1e-6)
+        assert float(opt.state[id(p)]["step"]) == 3.0  # a device number, not a host int
+
+
+def test_a_graphed_step_needs_a_capturable_adam():
+    model, batches, _ = _model_and_batches("cpu", 1)
+    opt = mytorch.optim.AdamW(model.parameters())
+    with pytest.raises(ValueError, match="capturable=True"):
+        graphed_step(lambda x, y: None, *batches[0], optimizers=[opt])
+    with pytest.raises(ValueError, match="amsgrad"):
+        mytorch.optim.Adam(model.parameters(), amsgrad=True, capturable=True)
+
+
+def test_the_warm_up_is_undone():
+    """graphed_step's warm-up steps change the parameters and create the optimizer's state; put back in place,
+    the next steps are those of a fresh model and optimizer."""
+    model, batches, loss = _model_and_batches("cpu", 5)
+    twin, _, _ = _model_and_batches("cpu")
+    opt = mytorch.optim.AdamW(model.parameters(), lr=1e-2, capturable=True)
+    kept = [p.data for p in model.parameters()]
+    saved = _snapshot([opt])
+    _eager_steps(model, opt, loss, batches[3:])  # the warm-up
+    state = {id(p): dict(opt.state[id(p)]) for p in model.parameters()}
+    _restore([opt], saved)
+    assert all(p.data is k for p, k in zip(model.parameters(), kept))  # in place: the graph's addresses
+    assert all(opt.state[id(p)]["exp_avg"] is state[id(p)]["exp_avg"] for p in model.parameters())
+    got = _eager_steps(model, opt, loss, batches[:3])
+    want = _eager_steps(twin, mytorch.optim.AdamW(twin.parameters(), lr=1e-2, capturable=True), loss, batches[:3])
+    assert got == pytest.approx(want, rel=1e-5)
+    for p, q in zip(model.parameters(), twin.parameters(), strict=True):
+        torch.testing.assert_close(p.data, q.data)
+
+
+def test_a_warm_step_reads_nothing_on_the_host_and_chooses_nothing(monkeypatch):
+    """What capture forbids, checked on the CPU: once a step has run on its inputs, the next step on the same
+    tensors reads no index tensor's values (the checks are remembered), makes no choice (every call's is
+    cached) and compiles nothing."""
+    model, batches, loss = _model_and_batches("cpu", 1)
+    opt = mytorch.optim.AdamW(model.parameters(), lr=1e-2, capturable=True)
+    x, y = map(mytorch.from_torch, batches[0])
+
+    def step():
+        opt.zero_grad()
+        value = loss(model(x), y)
+        value.backward()
+        opt.step()
+        return value
+
+    step()
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("host work in a warm step")
+
+    # torch.aminmax: how the index checks read a tensor's values (a device sync, on a GPU)
+    for target, name in ((torch, "aminmax"), (dispatch, "_choose"), (openmp, "_compile")):
+        monkeypatch.setattr(target, name, forbidden)
+    step()
+    monkeypatch.undo()
+    assert step().item() > 0
