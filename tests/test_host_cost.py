@@ -113,3 +113,16 @@ def test_bench_mytorch_step_quick_times_every_runner_that_runs_here(tmp_path, ca
 def test_bench_mytorch_step_refuses_a_bad_config(capsys):
     assert main(["bench", "--mytorch-step", "--device", "cpu", "--config", "8,128,250,4,2"]) != 0
     assert "dim a multiple of heads" in capsys.readouterr().err
+
+
+def test_bench_host_split_times_each_layer_of_a_forward_call(tmp_path, capsys):
+    out = tmp_path / "host.json"
+    assert main(["bench", "--host", "--device", "cpu", "--op", "softmax", "--calls", "2", "--rounds", "1", "--split",
+                 "--json", str(out)]) == 0
+    assert "forward call, host µs by layer, the plugin forced, on cpu" in capsys.readouterr().out
+    split = json.loads(out.read_text())["split"]
+    assert {r["plugin"] for r in split} >= {"openmp", "torch"} and {r["op"] for r in split} == {"softmax"}
+    for r in split:
+        assert all(r[k] > 0 and math.isfinite(r[k]) for k in ("torch_us", "full_us", "check_us", "choose_us",
+                                                              "run_us"))
+        assert r["rest_us"] == pytest.approx(r["full_us"] - r["check_us"] - r["choose_us"] - r["run_us"])

@@ -222,6 +222,88 @@ def format_rows(rows: Sequence[HostRow]) -> str:
 
 
 
+
+@dataclass
+class SplitRow:
+    """Where one forward call's host time goes, for one plugin forced: µs per call of each layer alone."""
+
+    op: str
+    device: str
+    plugin: str
+    label: str
+    torch_us: float  # torch's own op
+    full_us: float  # kernelzoo.ops.<op>, the plugin forced
+    check_us: float  # the op's argument checks (Op.check)
+    choose_us: float  # dispatch.choose on a checked call (its cache warm)
+    run_us: float  # the plugin's run on a checked call: its own argument handling, allocation and launch
+
+    @property
+    def rest_us(self) -> float:
+        """What the layers alone leave: the ops function, call_op's autograd test, run_call's frames."""
+        return self.full_us - self.check_us - self.choose_us - self.run_us
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "rest_us": self.rest_us}
+
+
+def _layers(inputs: Inputs, function: Callable[..., Any], call: Any, impl: Any, config: Any
+            ) -> dict[str, Callable[[], Any]]:
+    args, kwargs, spec = inputs.args, inputs.kwargs, call.op
+    return {"torch": lambda: inputs.torch_fn(*args, **kwargs), "full": lambda: function(*args, **kwargs),
+            "check": lambda: spec.check(*args, **kwargs), "choose": lambda: dispatch.choose(spec, call),
+            "run": lambda: impl.run(call, config)}
+
+
+def split(ops: Sequence[str] = OPS, device: torch.device | str = "cpu", *, calls: int = 200, rounds: int = 7,
+          plugins: Sequence[str] | None = None) -> list[SplitRow]:
+    """The forward call of each op with each plugin forced, layer by layer (see :class:`SplitRow`); the layers
+    of one op and plugin are timed in interleaved rounds, each figure the median over rounds."""
+    device = torch.device(device)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    rows = []
+    for op in ops:
+        inputs, spec = _inputs(op, device), registry.op(op)
+        call = spec.check(*inputs.args, **inputs.kwargs)
+        function = getattr(kernelzoo.ops, op)
+        for plugin in _plugins(op, device):
+            if plugins is not None and plugin not in plugins:
+                continue
+            impl = registry.impl(op, plugin)
+            with kernelzoo.use(plugin):
+                try:
+                    config = dispatch.choose(spec, call).config
+                    impl.run(call, config)
+                except KernelzooError:
+                    continue
+                layers = _layers(inputs, function, call, impl, config)
+                times: dict[str, list[float]] = {name: [] for name in layers}
+                for fn in layers.values():
+                    for _ in range(3):
+                        fn()
+                for _ in range(rounds):
+                    for name, fn in layers.items():
+                        sync()
+                        start = time.perf_counter()
+                        for _ in range(calls):
+                            fn()
+                        sync()
+                        times[name].append((time.perf_counter() - start) / calls * 1e6)
+            us = {name: statistics.median(t) for name, t in times.items()}
+            rows.append(SplitRow(op, device.type, plugin, inputs.label, us["torch"], us["full"], us["check"],
+                                 us["choose"], us["run"]))
+    return rows
+
+
+def format_split(rows: Sequence[SplitRow]) -> str:
+    from kernelzoo.table import format_table
+
+    lines = [[r.op, r.plugin, f"{r.torch_us:.1f}", f"{r.full_us:.1f}", f"{r.check_us:.1f}", f"{r.choose_us:.1f}",
+              f"{r.run_us:.1f}", f"{r.rest_us:.1f}"] for r in rows]
+    device = rows[0].device if rows else "?"
+    return format_table(("op", "plugin", "torch", "full", "check", "choose", "run", "rest"), lines,
+                        title=f"forward call, host µs by layer, the plugin forced, on {device}")
+
+
 def meta(rows: Sequence[HostRow], command: Sequence[str] = ()) -> dict[str, Any]:
     """Where and how the rows were measured: each device as the fingerprint describes it, versions, date."""
     from kernelzoo.bench.run import versions
@@ -236,8 +318,10 @@ def meta(rows: Sequence[HostRow], command: Sequence[str] = ()) -> dict[str, Any]
             "load": [os.getloadavg()[0]] if hasattr(os, "getloadavg") else []}
 
 
-def write_json(path: str | Path, rows: Sequence[HostRow], command: Sequence[str] = ()) -> None:
-    """``{"meta": {...}, "rows": [...]}``: every row (HostRow's fields), and where they were measured."""
+def write_json(path: str | Path, rows: Sequence[HostRow], command: Sequence[str] = (),
+               splits: Sequence[SplitRow] = ()) -> None:
+    """``{"meta": {...}, "rows": [...], "split": [...]}``: every row (HostRow's fields), the layer-by-layer rows
+    (SplitRow's, with rest_us), and where they were measured."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps({"meta": meta(rows, command), "rows": [r.to_dict() for r in rows]},
-                                     indent=1) + "\n")
+    data = {"meta": meta(rows, command), "rows": [r.to_dict() for r in rows], "split": [r.to_dict() for r in splits]}
+    Path(path).write_text(json.dumps(data, indent=1) + "\n")

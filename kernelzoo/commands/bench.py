@@ -48,6 +48,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     host.add_argument("--calls", type=int, default=200, help="--host: calls timed together (default 200)")
     host.add_argument("--rounds", type=int, default=9, help="--host: interleaved rounds, the median kept "
                       "(default 9)")
+    host.add_argument("--split", action="store_true", help="--host: also each forward call layer by layer, "
+                      "each plugin forced: checks, choice, the plugin's run, and what they leave")
     host.add_argument("--threads", type=int, help="--host: torch's CPU threads while measuring (default: as "
                       "set; 1 keeps a loaded machine's descheduled thread out of torch's parallel regions)")
     step = p.add_argument_group("mytorch step (--mytorch-step)")
@@ -102,7 +104,7 @@ def _calibrate(device: torch.device) -> None:
 
 
 def _host(args: argparse.Namespace) -> int:
-    from kernelzoo.bench.host import OPS, format_rows, measure, write_json
+    from kernelzoo.bench.host import OPS, format_rows, format_split, measure, split, write_json
 
     ops = args.op or list(OPS)
     for op in ops:
@@ -120,8 +122,14 @@ def _host(args: argparse.Namespace) -> int:
         rows += measure(ops, device, calls=args.calls, rounds=args.rounds, plugins=args.plugin,
                         progress=lambda what: print(f"  {what} ...", file=sys.stderr, flush=True))
     print(format_rows(rows))
+    splits = []
+    if args.split:
+        for device in devices:
+            splits += split(ops, device, calls=args.calls, rounds=args.rounds, plugins=args.plugin)
+            print()
+            print(format_split([r for r in splits if r.device == device.type]))
     if args.json:
-        write_json(args.json, rows, sys.argv[1:])
+        write_json(args.json, rows, sys.argv[1:], splits)
     return 0
 
 
