@@ -122,6 +122,7 @@ class HostRow:
     runner: str  # "torch" (torch's own op), "auto" (kernelzoo.ops), or "use(<plugin>)" (that plugin forced)
     label: str  # the inputs' size
     us: float | None = None  # median host µs per call over the rounds
+    min_us: float | None = None  # the fastest round's: the least disturbed by other work on the machine
     ratio: float | None = None  # us over torch's us
     chosen: str = ""  # auto: the plugin the automatic choice runs
     status: str = "ok"  # "ok", or "skipped" / "failed" with the reason
@@ -185,7 +186,7 @@ def measure(ops: Sequence[str] = OPS, device: torch.device | str = "cpu", *, cal
                         times[name].append((time.perf_counter() - start) / calls * 1e6)
             base = statistics.median(times["torch"]) if "torch" in times else None
             for name, (row, _, _) in group.items():
-                row.us = statistics.median(times[name])
+                row.us, row.min_us = statistics.median(times[name]), min(times[name])
                 row.ratio = row.us / base if base else None
                 rows.append(row)
     return rows
