@@ -62,6 +62,11 @@ class TritonImplementation(Implementation):
         return ("cpu",) if interpreting() else ("cuda",)
 
 
+# torch's current CUDA device, read at every launch, straight from its C binding (which initialises CUDA
+# if need be): torch.cuda.current_device() adds a Python frame and a second initialisation test
+_current_device = getattr(torch._C, "_cuda_getDevice", torch.cuda.current_device)
+
+
 def _arg_key(arg: Any) -> Any:
     """What of one argument decides the kernel Triton compiles for it: an integer's value (Triton
     specializes 1 and multiples of 16), a float's type (floats are not specialized), a tensor's dtype
@@ -126,7 +131,7 @@ class Launcher:
         if self._through_triton or callable(grid):
             self.kernel[grid](*args, **kwargs)
             return
-        key = (torch.cuda.current_device(), *map(_arg_key, args), *kwargs.items())
+        key = (_current_device(), *map(_arg_key, args), *kwargs.items())
         try:
             entry = self._compiled.get(key)
         except TypeError:  # an unhashable keyword value

@@ -13,6 +13,10 @@ from kernelzoo.backends.cuda.compiler import compile_cubin, dtype_define
 from kernelzoo.backends.cuda.launch import Kernel, load
 from kernelzoo.registry import FLOATS, Availability, Implementation
 
+# torch's current CUDA device, read at every launch, straight from its C binding (which initialises CUDA
+# if need be): torch.cuda.current_device() adds a Python frame and a second initialisation test
+_current_device = getattr(torch._C, "_cuda_getDevice", torch.cuda.current_device)
+
 
 class CudaImplementation(Implementation):
     """Base of the ``cuda`` plugins: the ``.cu`` beside the module, compiled per dtype and config.
@@ -40,7 +44,7 @@ class CudaImplementation(Implementation):
     def kernel(self, name: str, dtype: torch.dtype, config: Mapping[str, Any]) -> Kernel:
         """Kernel ``name`` of this plugin's source, built for ``dtype`` and ``config``, on the current device."""
         # config's items in their order: the same config in another order is another key to the same module
-        key = (name, dtype, tuple(config.items()), torch.cuda.current_device())
+        key = (name, dtype, tuple(config.items()), _current_device())
         kernels = self.__dict__.setdefault("_kernels", {})  # a dict lookup per launch, once built
         if key not in kernels:
             source = self.read_source(self.sources[0])
