@@ -246,8 +246,15 @@ def run_call(spec: Op, call: Call) -> Any:
     runs instead, with one warning. A forced plugin's error reaches the caller.
     """
     observers = _observers.get()
-    if not observers:
-        return _run(spec, call)[0]
+    if not observers:  # the steady state, without _run's frame and its (outputs, choice) pair
+        choice = choose(spec, call)
+        try:
+            return choice.impl.run(call, choice.config)
+        except UnsupportedError as exc:
+            if choice.forced:
+                raise
+            first = exc
+        return _fall_back(spec, call, choice, first)[0]
     synchronize = torch.cuda.synchronize if call.device.type == "cuda" else lambda: None
     synchronize()
     start = time.perf_counter()
@@ -267,6 +274,11 @@ def _run(spec: Op, call: Call) -> tuple[Any, Choice]:
         if choice.forced:
             raise
         first = exc
+    return _fall_back(spec, call, choice, first)
+
+
+def _fall_back(spec: Op, call: Call, choice: Choice, first: UnsupportedError) -> tuple[Any, Choice]:
+    """The next candidate that runs ``call`` after ``choice`` raised ``first``, with one warning per op."""
     for other in _candidates(spec, call):
         if other.plugin == choice.plugin or other.impl.supports(call) is not None:
             continue
