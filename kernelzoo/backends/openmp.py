@@ -161,8 +161,15 @@ class OpenMPImplementation(Implementation):
 
     def library(self, **defines: Any) -> Any:
         """The compiled source, with config values that shape code passed as ``-D`` defines."""
-        key = tuple(sorted(defines.items()))
+        if not defines:  # the plain build, kept as an attribute once made: no key to build per call
+            found = self.__dict__.get("_plain")
+            if found is None:
+                found = self.__dict__["_plain"] = self._library(())
+            return found
+        return self._library(tuple(sorted(defines.items())))
+
+    def _library(self, key: tuple) -> Any:
         libraries = self.__dict__.setdefault("_libraries", {})  # a dict lookup per call, once built
         if key not in libraries:
-            libraries[key] = build(self.read_source(self.sources[0]), self.cdef, defines)
+            libraries[key] = build(self.read_source(self.sources[0]), self.cdef, dict(key))
         return libraries[key]
