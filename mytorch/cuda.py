@@ -49,7 +49,8 @@ def _snapshot(optimizers: Sequence[Optimizer]) -> tuple[list[tuple[torch.Tensor,
 
 def _restore(optimizers: Sequence[Optimizer], snapshot: tuple[list, dict]) -> None:
     """Back to the snapshot, in place (the graph holds these tensors' addresses): a state the warm-up created
-    is zeroed, which for a capturable Adam (step 0, zero moments) and SGD's momentum is the fresh state."""
+    is zeroed, which for a capturable Adam (step 0, zero moments) and SGD's momentum buffer is the fresh state
+    (SGD with dampening damps the captured first step, which an eager first step does not)."""
     params, states = snapshot
     for data, saved in params:
         data.copy_(saved)
