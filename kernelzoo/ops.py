@@ -10,6 +10,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from kernelzoo import library
 from kernelzoo.dispatch import call_op
 from kernelzoo.registry import registry
 
@@ -17,6 +18,7 @@ from kernelzoo.registry import registry
 @functools.cache
 def _function(name: str) -> Callable[..., Any]:
     op = registry.op(name)
+    library.register()  # torch.ops.kernelzoo.<op>, which torch.compile traces instead of this function's body
     # a partial, not a wrapper function: one Python frame less a call (0.4 µs of the op's host time)
     run = functools.partial(call_op, name)
     run.__name__ = run.__qualname__ = name  # type: ignore[attr-defined]

@@ -28,9 +28,10 @@ from types import ModuleType
 from typing import Any, ClassVar
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensor as _FakeTensor
 
 from kernelzoo.backends.sources import expand_includes
-from kernelzoo.errors import ArgumentError, DeviceError, DTypeError, UnknownError
+from kernelzoo.errors import ArgumentError, DeviceError, DTypeError, UnknownError, UnsupportedError
 from kernelzoo.tolerance import Mismatch, Tolerance, check_close, tolerance_for
 
 ENTRY_POINT_GROUP = "kernelzoo.plugins"
@@ -177,6 +178,28 @@ def randn(shape: Sequence[int], device: torch.device | str, dtype: torch.dtype,
     return (x * scale if scale != 1.0 else x).to(dtype=dtype)
 
 
+@dataclass(frozen=True)
+class Derivative:
+    """An op's derivative, declared once in its spec; the torch autograd registration (``kernelzoo.autograd``),
+    the ``torch.ops.kernelzoo`` custom op and mytorch's Function all read it.
+
+    - ``inputs``: the inputs (names in :attr:`Call.inputs`) that receive gradients.
+    - ``save(call, outputs)``: what the forward keeps for the backward, by name: tensors (inputs, outputs)
+      and plain values. ``call`` is the checked call, ``outputs`` all of the implementation's outputs
+      (extras such as layer_norm's mean and rstd included).
+    - ``backward(saved, grad)``: the gradients of ``inputs`` by name (None or absent: no gradient), from
+      what ``save`` kept and the gradient of output 0, expressed in kernelzoo ops. It runs with the plugin
+      forced for the forward, if any, and never records a graph itself.
+    - ``returns``: how many leading outputs a differentiable function returns (mytorch: max returns its
+      indices too); the rest only feed the backward. Only output 0 is differentiable.
+    """
+
+    inputs: tuple[str, ...]
+    save: Callable[[Call, tuple[torch.Tensor, ...]], dict[str, Any]]
+    backward: Callable[[dict[str, Any], torch.Tensor], Mapping[str, torch.Tensor | None]]
+    returns: int = 1
+
+
 class Op:
     """The spec of one op. Subclasses set ``name`` and implement ``check`` and ``reference``."""
 
@@ -190,6 +213,14 @@ class Op:
     # plugins dispatch tries ahead of dispatch.DEFAULT_ORDER on a device type when nothing is tuned (and prefers
     # between winners within noise of each other): for ops whose benchmarks put another plugin first there
     default_order: ClassVar[Mapping[str, Sequence[str]]] = {}
+    # how many tensors an implementation returns (at most): an op with more returns them all from
+    # torch.ops.kernelzoo.<op> as a Tensor[]
+    outputs: ClassVar[int] = 1
+    # the derivative (see Derivative), None for an op without a backward
+    derivative: ClassVar[Derivative | None] = None
+    # schema types of arguments whose annotation says too little for torch.library ('int[2]' for a size
+    # given as an int or a pair); the others are read off check()'s annotations (see kernelzoo.library)
+    schema_types: ClassVar[Mapping[str, str]] = {}
 
     def check(self, *args: Any, **kwargs: Any) -> Call:
         """Validate and normalise arguments; raise a kernelzoo error naming the bad one."""
@@ -284,12 +315,38 @@ class Op:
         return outputs
 
     def needs_autograd(self, call: Call) -> bool:
-        """Whether this call must record a backward (ops with a backward override it)."""
+        """Whether this call must record a backward: the op declares a derivative, gradients are on and one of
+        the inputs it differentiates requires grad."""
+        derivative = self.derivative
+        if derivative is None or not torch.is_grad_enabled():
+            return False
+        inputs = call.inputs
+        for name in derivative.inputs:
+            t = inputs.get(name)
+            if t is not None and t.requires_grad:
+                return True
         return False
 
     def autograd(self, call: Call) -> Any:
-        """Run ``call`` through the op's ``torch.autograd.Function`` (ops with a backward)."""
-        raise NotImplementedError(f"{self.name} has no backward")
+        """Run ``call`` through torch autograd, by the op's :attr:`derivative`; what ``result`` makes of the
+        outputs."""
+        if self.derivative is None:
+            raise UnsupportedError(f"{self.name}: declares no derivative, so it cannot record a backward")
+        from kernelzoo.autograd import apply
+
+        return self.result(call, apply(call))
+
+    def fake(self, call: Call) -> Any:
+        """The outputs' shapes and dtypes for a call on fake tensors (``torch.library``'s fake implementation,
+        which lets shapes flow through torch.compile): by default the torch, else the python, implementation
+        run on the fake inputs. An op none of whose implementations can run on fake tensors overrides this."""
+        impls = registry.impls.get(self.name, {})
+        for plugin in ("torch", "python", *sorted(impls)):
+            impl = impls.get(plugin)
+            if impl is not None and not isinstance(impl, Broken) and impl.supports(call) is None:
+                return impl.run(call, impl.config())
+        raise UnsupportedError(f"{self.name}: no implementation computes {call.describe()} on fake tensors; "
+                               "expected a torch or python plugin, or an Op.fake override")
 
     @functools.cached_property
     def signature(self) -> inspect.Signature:
@@ -556,8 +613,14 @@ def check_same(op: str, **tensors: torch.Tensor) -> None:
 _ranges: dict[int, tuple[weakref.ref, tuple, tuple[int, int]]] = {}
 
 
-def value_range(t: torch.Tensor, ignore: int | None = None) -> tuple[int, int]:
-    """(min, max) of a non-empty integer tensor, entries equal to ``ignore`` counted as 0.
+def is_fake(t: torch.Tensor) -> bool:
+    """Whether ``t`` holds no data (a fake or meta tensor: torch.compile's tracing, a fake implementation)."""
+    return isinstance(t, _FakeTensor) or t.device.type == "meta"
+
+
+def value_range(t: torch.Tensor, ignore: int | None = None) -> tuple[int, int] | None:
+    """(min, max) of a non-empty integer tensor, entries equal to ``ignore`` counted as 0; None for a tensor
+    without data (:func:`is_fake`), whose values a check cannot read.
 
     Reading them costs one host sync (a GPU's queue drains). The answer is remembered for this
     tensor object until it is written to (torch's version counter, shared by its views, moves) or
@@ -572,6 +635,8 @@ def value_range(t: torch.Tensor, ignore: int | None = None) -> tuple[int, int]:
     seen = _ranges.get(key)
     if stamp is not None and seen is not None and seen[0]() is t and seen[1] == stamp:
         return seen[2]
+    if is_fake(t):
+        return None
     values = t if ignore is None else torch.where(t == ignore, torch.zeros((), dtype=t.dtype, device=t.device), t)
     low, high = torch.stack(torch.aminmax(values)).tolist()
     if stamp is not None:

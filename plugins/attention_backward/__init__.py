@@ -82,6 +82,7 @@ class AttentionBackward(AttentionSpecBase):
     the gradients of attention, from its outputs o and lse and the output gradient do."""
 
     name = "attention_backward"
+    outputs = 3  # dq, dk, dv
 
     def check(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, lse: torch.Tensor,
               do: torch.Tensor, *, causal: bool = False, scale: float | None = None,
