@@ -114,6 +114,7 @@ def register(op: Op, qualname: str, names: Sequence[str]) -> None:
         for name in derivative.inputs:
             if name in positions:
                 result[positions[name]] = found.get(name)
-        return tuple(result)
+        # one gradient per argument passed: the dispatcher leaves out trailing arguments equal to their defaults
+        return tuple(result[:len(ctx.needs_input_grad)])
 
     torch.library.register_autograd(qualname, backward, setup_context=setup_context)

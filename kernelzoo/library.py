@@ -43,7 +43,7 @@ _TYPES: Mapping[str, str] = {
     "Sequence[torch.Tensor]|None": "Tensor[]?", "list[torch.Tensor]|None": "Tensor[]?",
     "int": "int", "int|None": "int?", "float": "float", "float|None": "float?", "bool": "bool",
     "str": "str", "str|None": "str?",
-    "Sequence[int]": "SymInt[]", "tuple[int,...]": "SymInt[]", "list[int]": "SymInt[]",
+    "Sequence[int]": "int[]", "tuple[int,...]": "int[]", "list[int]": "int[]",
     # an int or a list of them: int[1] takes both
     "int|Sequence[int]": "int[1]", "int|Sequence[int]|None": "int[1]?",
 }

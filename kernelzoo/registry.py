@@ -29,6 +29,7 @@ from typing import Any, ClassVar
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensor as _FakeTensor
+from torch._subclasses.functional_tensor import FunctionalTensor as _FunctionalTensor
 
 from kernelzoo.backends.sources import expand_includes
 from kernelzoo.errors import ArgumentError, DeviceError, DTypeError, UnknownError, UnsupportedError
@@ -615,7 +616,7 @@ _ranges: dict[int, tuple[weakref.ref, tuple, tuple[int, int]]] = {}
 
 def is_fake(t: torch.Tensor) -> bool:
     """Whether ``t`` holds no data (a fake or meta tensor: torch.compile's tracing, a fake implementation)."""
-    return isinstance(t, _FakeTensor) or t.device.type == "meta"
+    return isinstance(t, (_FakeTensor, _FunctionalTensor)) or t.device.type == "meta"
 
 
 def value_range(t: torch.Tensor, ignore: int | None = None) -> tuple[int, int] | None:

@@ -514,6 +514,12 @@ class Attention(AttentionSpecBase):
     def result(self, call: Call, outputs: Any) -> torch.Tensor:
         return outputs[0]
 
+    def fake(self, call: Call) -> tuple[torch.Tensor, torch.Tensor]:
+        """o (B, Hq, Nq, Dv) in q's dtype and the log-sum-exp (B, Hq, Nq) in float32 (the torch plugin aligns its
+        inputs by their addresses, which fake tensors lack)."""
+        q, v = call.inputs["q"], call.inputs["v"]
+        return q.new_empty((*q.shape[:-1], v.shape[-1])), q.new_empty(q.shape[:-1], dtype=torch.float32)
+
     def needs_autograd(self, call: Call) -> bool:
         mask = call.inputs.get("attn_mask")
         if mask is not None and mask.requires_grad and torch.is_grad_enabled():

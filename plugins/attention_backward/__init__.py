@@ -116,6 +116,11 @@ class AttentionBackward(AttentionSpecBase):
             raise ArgumentError(f"{self.name}: lse of shape {shape_text(lse)} must be (batch, heads, n_q) = "
                                 f"{'x'.join(map(str, q.shape[:3]))}")
 
+    def fake(self, call: Call) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """dq, dk, dv of q's, k's and v's shapes and dtype (the torch plugin aligns its inputs by their addresses,
+        which fake tensors lack)."""
+        return tuple(call.inputs[name].new_empty(call.inputs[name].shape) for name in ("q", "k", "v"))
+
     def reference(self, call: Call) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         i = call.inputs
         return attention_backward_math(i["q"], i["k"], i["v"], i["do"], i.get("attn_mask"), call.params["causal"],
