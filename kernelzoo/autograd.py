@@ -95,7 +95,7 @@ def register(op: Op, qualname: str, names: Sequence[str]) -> None:
     ``names`` (in schema order)."""
     derivative = op.derivative
     if derivative is None:
-        return
+        raise ValueError(f"{op.name} declares no derivative")
     positions = {name: i for i, name in enumerate(names)}
 
     def setup_context(ctx: Any, inputs: tuple, output: Any) -> None:

@@ -13,7 +13,8 @@ time a call, which wraps every call in Python):
   are contiguous and never alias an input, as a custom op's must;
 - a fake implementation: the op's checks (its typed errors, raised at trace time) and :meth:`Op.fake` on fake
   tensors. Checks that read values (``value_range``) skip fake tensors; the real call makes them;
-- the autograd formula of the op's :class:`~kernelzoo.registry.Derivative` (``kernelzoo.autograd.register``).
+- the autograd formula of the op's :class:`~kernelzoo.registry.Derivative` (``kernelzoo.autograd.register``);
+  an op without one is not differentiable (its outputs require no grad, as ``kernelzoo.ops.<op>``'s).
 
 :func:`register` defines the ops not defined yet (third-party ones too); the first use of a
 ``kernelzoo.ops`` function calls it.
@@ -165,7 +166,10 @@ def _define(op: Op) -> None:
 
     _library.impl(name, real, "CompositeExplicitAutograd")
     torch.library.register_fake(f"{NAMESPACE}::{name}", fake, lib=_library)
-    autograd.register(op, f"{NAMESPACE}::{name}", names)
+    if op.derivative is not None:
+        autograd.register(op, f"{NAMESPACE}::{name}", names)
+    else:  # not differentiable: outputs that require no grad, as kernelzoo.ops.<op> gives
+        _library.impl(name, torch.library.fallthrough_kernel, "Autograd")
     arguments[name] = names
 
 
