@@ -26,10 +26,15 @@ from kernelzoo.registry import Call, Derivative, Op
 def keep(ctx: Any, saved: Mapping[str, Any]) -> None:
     """Store what a derivative's ``save`` returned on an autograd ``ctx`` (torch's or mytorch's): tensors through
     ``save_for_backward`` (torch then catches their modification before the backward), the rest as they are."""
-    names = tuple(k for k, v in saved.items() if isinstance(v, torch.Tensor))
-    ctx.save_for_backward(*(saved[k] for k in names))
-    ctx.kept_names = names
-    ctx.kept_values = {k: v for k, v in saved.items() if not isinstance(v, torch.Tensor)}
+    names, tensors, values = [], [], {}
+    for name, value in saved.items():
+        if isinstance(value, torch.Tensor):
+            names.append(name)
+            tensors.append(value)
+        else:
+            values[name] = value
+    ctx.save_for_backward(*tensors)
+    ctx.kept_names, ctx.kept_values = names, values
 
 
 def kept(ctx: Any) -> dict[str, Any]:
@@ -63,8 +68,11 @@ class _Function(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, call: Call, *tensors: torch.Tensor | None) -> Any:
         derivative: Derivative = call.op.derivative  # type: ignore[assignment]
-        detached = {name: t.detach() for name, t in zip(derivative.inputs, tensors) if t is not None}
-        call = call.replace(**detached)
+        inputs = dict(call.inputs)
+        for name, t in zip(derivative.inputs, tensors):
+            if t is not None:
+                inputs[name] = t.detach()
+        call = Call(call.op, inputs, call.params)
         outputs = dispatch.run_call(call.op, call)
         outs = as_tuple(outputs)
         keep(ctx, derivative.save(call, outs))
