@@ -202,7 +202,14 @@ class Derivative:
 
 
 class Op:
-    """The spec of one op. Subclasses set ``name`` and implement ``check`` and ``reference``."""
+    """The spec of one op. Subclasses set ``name`` and implement ``check`` and ``reference``.
+
+    An op with a backward declares it in :attr:`derivative` (a :class:`Derivative`); ``kernelzoo.ops.<op>``
+    then records it under torch autograd, ``torch.ops.kernelzoo.<op>`` registers it as its autograd formula,
+    and mytorch's Function for the op reads it. ``check()``'s signature is also the custom op's schema
+    (:attr:`schema_types` for arguments its annotations do not describe, :attr:`outputs` for ops returning several
+    tensors), and :meth:`fake` gives the outputs' shapes on fake tensors, for torch.compile.
+    """
 
     name: ClassVar[str]
     # representative problem shapes per device type, for tuning and benchmarks
