@@ -41,9 +41,9 @@ def _params() -> list:
     return [pytest.param(name, i, id=f"{name}-{i}") for name in OPS for i in range(CASES_PER_OP)]
 
 
-def _args(name: str, case, grad: bool) -> tuple[tuple, dict]:
-    """The case's arguments on the CPU in float32; with ``grad``, the inputs the op differentiates require grad."""
-    args, kwargs = case.make(CPU, torch.float32, torch.Generator().manual_seed(0))
+def _args(name: str, case, grad: bool, device: torch.device = CPU) -> tuple[tuple, dict]:
+    """The case's arguments in float32; with ``grad``, the inputs the op differentiates require grad."""
+    args, kwargs = case.make(device, torch.float32, torch.Generator().manual_seed(0))
     derivative = registry.op(name).derivative
     if grad and derivative is not None:
         names = library.arguments[name]
@@ -71,6 +71,16 @@ def test_opcheck(name: str, index: int) -> None:
     if index >= len(cases):
         pytest.skip(f"{name} has {len(cases)} such case(s)")
     args, kwargs = _args(name, cases[index], grad=True)
+    torch.library.opcheck(getattr(torch.ops.kernelzoo, name).default, args, kwargs)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("name", OPS)
+def test_opcheck_on_the_gpu(name: str) -> None:
+    cases = _cases(name)
+    assert cases, f"{name} has no small conformance case without NaN outputs"
+    args, kwargs = _args(name, cases[0], grad=True, device=torch.device("cuda"))
     torch.library.opcheck(getattr(torch.ops.kernelzoo, name).default, args, kwargs)
 
 
