@@ -190,3 +190,51 @@ def test_the_custom_ops_backward_runs_the_forced_plugin() -> None:
     with dispatch.use("python"), dispatch.observe(lambda op, call, choice, s: seen.append((op.name, choice.plugin))):
         torch.ops.kernelzoo.softmax(x, 0).sum().backward()
     assert ("softmax", "python") in seen and ("softmax_backward", "python") in seen
+
+
+def test_a_third_party_op_becomes_a_custom_op_with_its_derivative(monkeypatch) -> None:
+    """An op found later (a third-party plugin) gets torch.ops.kernelzoo.<op>, its schema from its check() and
+    its autograd from the derivative it declares, and compiles as the built-in ones do."""
+    from kernelzoo.registry import Call, Derivative, Implementation, Op, check_tensor
+
+    class KzScaled(Op):
+        name = "kz_scaled"
+        derivative = Derivative(
+            inputs=("x",),
+            save=lambda call, outputs: {"factor": call.params["factor"]},
+            backward=lambda saved, grad: {"x": ops.mul(grad, torch.full((), saved["factor"], dtype=grad.dtype))},
+        )
+
+        def check(self, x: torch.Tensor, factor: float = 2.0) -> Call:
+            check_tensor(self.name, "x", x)
+            return Call(self, {"x": x}, {"factor": float(factor)})
+
+        def reference(self, call: Call) -> torch.Tensor:
+            return call.inputs["x"].double() * call.params["factor"]
+
+    class KzScaledPython(Implementation):
+        op = "kz_scaled"
+        plugin = "python"
+        dtypes = {"cpu": (torch.float32,)}
+
+        def run(self, call: Call, config: dict) -> torch.Tensor:
+            return call.inputs["x"] * call.params["factor"]
+
+    monkeypatch.setitem(registry.ops, "kz_scaled", KzScaled())
+    monkeypatch.setitem(registry.impls, "kz_scaled", {"python": KzScaledPython()})
+    library.register()
+    assert str(torch.ops.kernelzoo.kz_scaled.default._schema) == \
+        "kernelzoo::kz_scaled(Tensor x, float factor=2.) -> Tensor"
+
+    x = torch.randn(3, 5, requires_grad=True)
+    y = torch.ops.kernelzoo.kz_scaled(x, 3.0)
+    torch.testing.assert_close(y, x.detach() * 3)
+    y.sum().backward()
+    torch.testing.assert_close(x.grad, torch.full((3, 5), 3.0))
+    torch.library.opcheck(torch.ops.kernelzoo.kz_scaled.default, (x.detach().clone().requires_grad_(), 0.5))
+
+    compiled = torch.compile(lambda x: ops.kz_scaled(x, 0.5) + 1, fullgraph=True, backend="eager")
+    try:
+        torch.testing.assert_close(compiled(x.detach()), x.detach() * 0.5 + 1)
+    finally:
+        vars(ops).pop("kz_scaled", None)  # the op leaves the registry with this test
