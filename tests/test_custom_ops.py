@@ -38,7 +38,13 @@ def _cases(name: str) -> tuple:
 
 
 def _params() -> list:
-    return [pytest.param(name, i, id=f"{name}-{i}") for name in OPS for i in range(CASES_PER_OP)]
+    found = []
+    for name in OPS:
+        cases = _cases(name)
+        found += [pytest.param(name, i, id=f"{name}-{case.id}") for i, case in enumerate(cases)]
+        if not cases:  # fails in the test, naming the op
+            found.append(pytest.param(name, 0, id=f"{name}-no-case"))
+    return found
 
 
 def _args(name: str, case, grad: bool, device: torch.device = CPU) -> tuple[tuple, dict]:
@@ -68,8 +74,6 @@ def test_every_registered_op_is_a_custom_op() -> None:
 def test_opcheck(name: str, index: int) -> None:
     cases = _cases(name)
     assert cases, f"{name} has no small conformance case without NaN outputs"
-    if index >= len(cases):
-        pytest.skip(f"{name} has {len(cases)} such case(s)")
     args, kwargs = _args(name, cases[index], grad=True)
     torch.library.opcheck(getattr(torch.ops.kernelzoo, name).default, args, kwargs)
 
