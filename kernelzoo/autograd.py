@@ -74,28 +74,31 @@ class _Function(torch.autograd.Function):
                 inputs[name] = t.detach()
         call = Call(call.op, inputs, call.params)
         outputs = dispatch.run_call(call.op, call)
-        outs = as_tuple(outputs)
-        keep(ctx, derivative.save(call, outs))
+        if isinstance(outputs, tuple):
+            keep(ctx, derivative.save(call, outputs))
+            ctx.mark_non_differentiable(*outputs[1:])
+        else:
+            keep(ctx, derivative.save(call, (outputs,)))
         ctx.derivative, ctx.plugin = derivative, dispatch.forced_plugin()
-        if len(outs) > 1:
-            ctx.mark_non_differentiable(*outs[1:])
         return outputs
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx: Any, grad: torch.Tensor, *_: Any) -> tuple:
         derivative: Derivative = ctx.derivative
-        with forced(ctx.plugin):
+        if ctx.plugin:
+            with dispatch.use(ctx.plugin):
+                grads = derivative.backward(kept(ctx), grad)
+        else:
             grads = derivative.backward(kept(ctx), grad)
         need = ctx.needs_input_grad
-        return (None, *(grads.get(name) if need[i + 1] else None for i, name in enumerate(derivative.inputs)))
+        return (None, *[grads.get(name) if need[i] else None for i, name in enumerate(derivative.inputs, 1)])
 
 
 def apply(call: Call) -> Any:
     """Run a checked ``call`` recording its backward: all of the implementation's outputs."""
-    derivative: Derivative = call.op.derivative  # type: ignore[assignment]
     inputs = call.inputs
-    return _Function.apply(call, *(inputs.get(name) for name in derivative.inputs))
+    return _Function.apply(call, *[inputs.get(name) for name in call.op.derivative.inputs])  # type: ignore[union-attr]
 
 
 def register(op: Op, qualname: str, names: Sequence[str]) -> None:

@@ -185,6 +185,14 @@ class Derivative:
     returns: int = 1
 
 
+@functools.cache
+def _autograd_apply() -> Callable[[Call], Any]:
+    """kernelzoo.autograd.apply (which imports this module), looked up once."""
+    from kernelzoo.autograd import apply
+
+    return apply
+
+
 class Op:
     """The spec of one op. Subclasses set ``name`` and implement ``check`` and ``reference``.
 
@@ -324,9 +332,7 @@ class Op:
         outputs."""
         if self.derivative is None:
             raise UnsupportedError(f"{self.name}: declares no derivative, so it cannot record a backward")
-        from kernelzoo.autograd import apply
-
-        return self.result(call, apply(call))
+        return self.result(call, _autograd_apply()(call))
 
     def fake(self, call: Call) -> Any:
         """The outputs' shapes and dtypes for a call on fake tensors (``torch.library``'s fake implementation,
