@@ -1,7 +1,9 @@
 """``kernelzoo.ops.<name>``: one function per registered op, dispatched to the chosen plugin.
 
 The functions are made from the registry on first access, so ops of third-party plugins
-appear here too; each carries its op's signature and docstring.
+appear here too; each carries its op's signature and docstring. Under torch.compile each becomes
+the custom op ``torch.ops.kernelzoo.<name>`` (see :mod:`kernelzoo.library`), defined at the first
+access of any of them.
 """
 
 from __future__ import annotations
