@@ -301,8 +301,32 @@ def run_op(op: str, *args: Any, **kwargs: Any) -> Any:
     return run_call(spec, spec.check(*args, **kwargs))
 
 
+# Set while a custom op's backward runs its kernelzoo ops: torch.compile traces that backward, and the ops must be
+# traced as custom ops there too
+_through_library: contextvars.ContextVar[bool] = contextvars.ContextVar("kernelzoo_through_library", default=False)
+_is_compiling = torch.compiler.is_compiling
+
+
+@contextlib.contextmanager
+def through_library() -> Iterator[None]:
+    """Inside the block, ``kernelzoo.ops.<op>`` calls ``torch.ops.kernelzoo.<op>``, as under torch.compile."""
+    token = _through_library.set(True)
+    try:
+        yield
+    finally:
+        _through_library.reset(token)
+
+
 def call_op(op: str, *args: Any, **kwargs: Any) -> Any:
-    """Check the arguments, choose an implementation, run it (through autograd if needed)."""
+    """Check the arguments, choose an implementation, run it (through autograd if needed).
+
+    Under torch.compile the call is the custom op ``torch.ops.kernelzoo.<op>`` instead: the choice is made
+    when the compiled program runs (the custom op's implementation is this same path), never while tracing.
+    """
+    if _is_compiling() or _through_library.get():
+        from kernelzoo import library
+
+        return library.call(op, args, kwargs)
     spec = registry.op(op)
     call = spec.check(*args, **kwargs)
     if spec.needs_autograd(call):

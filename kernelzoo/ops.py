@@ -1,7 +1,9 @@
 """``kernelzoo.ops.<name>``: one function per registered op, dispatched to the chosen plugin.
 
 The functions are made from the registry on first access, so ops of third-party plugins
-appear here too; each carries its op's signature and docstring.
+appear here too; each carries its op's signature and docstring. Under torch.compile each becomes
+the custom op ``torch.ops.kernelzoo.<name>`` (see :mod:`kernelzoo.library`), defined at the first
+access of any of them.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from kernelzoo import library
 from kernelzoo.dispatch import call_op
 from kernelzoo.registry import registry
 
@@ -17,6 +20,7 @@ from kernelzoo.registry import registry
 @functools.cache
 def _function(name: str) -> Callable[..., Any]:
     op = registry.op(name)
+    library.register()  # torch.ops.kernelzoo.<op>, which torch.compile traces instead of this function's body
     # a partial, not a wrapper function: one Python frame less a call (0.4 µs of the op's host time)
     run = functools.partial(call_op, name)
     run.__name__ = run.__qualname__ = name  # type: ignore[attr-defined]

@@ -5,13 +5,14 @@ the tuning for the call's device, dtype and shape runs. torch appears only as me
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 
+from kernelzoo import autograd as kz_autograd
 from kernelzoo import dispatch, ops
+from kernelzoo.registry import registry
 from mytorch.autograd import Context, Function
 
 run_op = dispatch.run_op  # all of an op's outputs (extras for the backward included)
@@ -218,20 +219,6 @@ class Gelu(Function):
         return ops.gelu_backward(grad, x, approximate=ctx.approximate), None
 
 
-class Softmax(Function):
-    @staticmethod
-    def forward(ctx: Context, x: torch.Tensor, dim: int) -> torch.Tensor:
-        y = ops.softmax(x, dim=dim)
-        ctx.save_for_backward(y)
-        ctx.dim = dim
-        return y
-
-    @staticmethod
-    def backward(ctx: Context, grad: torch.Tensor) -> tuple:
-        (y,) = ctx.saved_tensors
-        return ops.softmax_backward(grad, y, ctx.dim), None
-
-
 class Dropout(Function):
     """Zero each element with probability p, scale the rest by 1/(1-p); the mask is a hash of
     (seed, position), so the backward recomputes it instead of storing it."""
@@ -290,60 +277,6 @@ def _matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     a3 = a.expand(*batch, *a.shape[-2:]).reshape(-1, *a.shape[-2:]) if a.dim() > 2 else a
     b3 = b.expand(*batch, *b.shape[-2:]).reshape(-1, *b.shape[-2:])
     return ops.matmul(a3, b3).view(*batch, m, n)
-
-
-# --- reductions ---------------------------------------------------------------------------------
-
-class Sum(Function):
-    @staticmethod
-    def forward(ctx: Context, x: torch.Tensor, dims: tuple[int, ...] | None, keepdim: bool) -> torch.Tensor:
-        ctx.shape, ctx.dims, ctx.keepdim = x.shape, dims, keepdim
-        return ops.sum(x, dim=dims, keepdim=keepdim)
-
-    @staticmethod
-    def backward(ctx: Context, grad: torch.Tensor) -> tuple:
-        return materialize(_keepdim(grad, ctx.shape, ctx.dims, ctx.keepdim), ctx.shape), None, None
-
-
-class Mean(Function):
-    @staticmethod
-    def forward(ctx: Context, x: torch.Tensor, dims: tuple[int, ...] | None, keepdim: bool) -> torch.Tensor:
-        ctx.shape, ctx.dims, ctx.keepdim = x.shape, dims, keepdim
-        return ops.mean(x, dim=dims, keepdim=keepdim)
-
-    @staticmethod
-    def backward(ctx: Context, grad: torch.Tensor) -> tuple:
-        dims = range(len(ctx.shape)) if ctx.dims is None else ctx.dims
-        count = math.prod(ctx.shape[d] for d in dims)
-        grad = scale(grad, 1.0 / count) if count else grad
-        return materialize(_keepdim(grad, ctx.shape, ctx.dims, ctx.keepdim), ctx.shape), None, None
-
-
-def _keepdim(grad: torch.Tensor, shape: Sequence[int], dims: Sequence[int] | None, keepdim: bool) -> torch.Tensor:
-    """A reduction's gradient viewed with the reduced dims kept as size 1 (to broadcast back)."""
-    if dims is None:
-        return grad.reshape((1,) * len(shape))
-    if keepdim:
-        return grad
-    kept = [1 if d in {r % len(shape) for r in dims} else n for d, n in enumerate(shape)]
-    return grad.reshape(kept)
-
-
-class Max(Function):
-    """(values, indices) of the max along ``dim`` (dim=None: of all elements)."""
-
-    @staticmethod
-    def forward(ctx: Context, x: torch.Tensor, dim: int | None, keepdim: bool) -> tuple:
-        values, indices = run_op("max", x, dim=dim, keepdim=keepdim)
-        ctx.save_for_backward(indices)
-        ctx.shape, ctx.dim, ctx.keepdim = tuple(x.shape), dim, keepdim
-        ctx.mark_non_differentiable(1)
-        return values, indices
-
-    @staticmethod
-    def backward(ctx: Context, grad: torch.Tensor, _grad_indices: Any = None) -> tuple:
-        (indices,) = ctx.saved_tensors
-        return ops.max_backward(contiguous(grad), indices, ctx.dim, ctx.shape, ctx.keepdim), None, None
 
 
 # --- views and layout ---------------------------------------------------------------------------
@@ -463,113 +396,49 @@ def _no_overlap(t: torch.Tensor) -> bool:
     return True
 
 
-# --- layers -------------------------------------------------------------------------------------
+# --- ops whose spec declares a derivative ---------------------------------------------------------
 
-class Linear(Function):
-    @staticmethod
-    def forward(ctx: Context, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-        ctx.save_for_backward(x, weight)
-        ctx.has_bias = bias is not None
-        return ops.linear(x, weight, bias)
+def declared(op: str, arguments: Sequence[str], doc: str = "") -> type[Function]:
+    """The mytorch Function of ``op`` from the derivative its spec declares (the one torch autograd's
+    registration reads too). ``arguments``: the op's check() parameters that ``apply`` takes, in order."""
+    arguments = tuple(arguments)
 
-    @staticmethod
-    def backward(ctx: Context, grad: torch.Tensor) -> tuple:
-        x, weight = ctx.saved_tensors
-        grads = ops.linear_backward(grad, x, weight, bias=ctx.has_bias)
-        return grads[0], grads[1], grads[2] if ctx.has_bias else None
+    def forward(ctx: Context, *values: Any) -> Any:
+        spec = registry.op(op)
+        derivative = spec.derivative
+        call = spec.check(**dict(zip(arguments, values)))
+        outputs = kz_autograd.as_tuple(dispatch.run_call(spec, call))
+        kz_autograd.keep(ctx, derivative.save(call, outputs))
+        ctx.derivative, ctx.plugin = derivative, dispatch.forced_plugin()
+        ctx.mark_non_differentiable(*range(1, derivative.returns))
+        return outputs[0] if derivative.returns == 1 else outputs[:derivative.returns]
 
+    def backward(ctx: Context, grad: torch.Tensor, *_: Any) -> tuple:
+        with kz_autograd.forced(ctx.plugin):
+            found = ctx.derivative.backward(kz_autograd.kept(ctx), grad)
+        grads = []
+        for name, need in zip(arguments, ctx.needs_input_grad):
+            g = found.get(name) if need else None
+            if g is not None and not _no_overlap(g):  # an expanded view (sum's): optimizers write leaf grads
+                g = materialize(g, g.shape)
+            grads.append(g)
+        return tuple(grads)
 
-class Conv2d(Function):
-    @staticmethod
-    def forward(ctx: Context, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-                stride: Any, padding: Any, dilation: Any) -> torch.Tensor:
-        ctx.save_for_backward(x, weight)
-        ctx.params = {"stride": stride, "padding": padding, "dilation": dilation}
-        ctx.has_bias = bias is not None
-        return ops.conv2d(x, weight, bias, **ctx.params)
-
-    @staticmethod
-    def backward(ctx: Context, grad: torch.Tensor) -> tuple:
-        x, weight = ctx.saved_tensors
-        grads = ops.conv2d_backward(grad, x, weight, bias=ctx.has_bias, **ctx.params)
-        return grads[0], grads[1], grads[2] if ctx.has_bias else None, None, None, None
-
-
-class MaxPool2d(Function):
-    @staticmethod
-    def forward(ctx: Context, x: torch.Tensor, kernel_size: Any, stride: Any, padding: Any) -> torch.Tensor:
-        out, indices = run_op("max_pool2d", x, kernel_size, stride=stride, padding=padding)
-        ctx.save_for_backward(indices)
-        ctx.shape, ctx.params = tuple(x.shape), (kernel_size, stride, padding)
-        return out
-
-    @staticmethod
-    def backward(ctx: Context, grad: torch.Tensor) -> tuple:
-        (indices,) = ctx.saved_tensors
-        kernel_size, stride, padding = ctx.params
-        grad_x = ops.max_pool2d_backward(grad, indices, ctx.shape, kernel_size, stride=stride, padding=padding)
-        return grad_x, None, None, None
+    name = "".join(part[:1].upper() + part[1:] for part in op.split("_"))  # max_pool2d: MaxPool2d
+    return type(name, (Function,), {"forward": staticmethod(forward), "backward": staticmethod(backward),
+                                    "__doc__": doc or f"The op {op}, differentiated as its spec declares.",
+                                    "__module__": __name__})
 
 
-class LayerNorm(Function):
-    @staticmethod
-    def forward(ctx: Context, x: torch.Tensor, normalized_shape: tuple[int, ...], weight: torch.Tensor | None,
-                bias: torch.Tensor | None, eps: float) -> torch.Tensor:
-        y, mean, rstd = run_op("layer_norm", x, normalized_shape, weight, bias, eps)
-        ctx.save_for_backward(x, weight, mean, rstd)
-        ctx.normalized_shape = normalized_shape
-        return y
-
-    @staticmethod
-    def backward(ctx: Context, grad: torch.Tensor) -> tuple:
-        x, weight, mean, rstd = ctx.saved_tensors
-        dx, dw, db = ops.layer_norm_backward(grad, x, mean, rstd, ctx.normalized_shape, weight)
-        need = ctx.needs_input_grad
-        return dx, None, dw if need[2] else None, db if need[3] else None, None
-
-
-class CrossEntropy(Function):
-    @staticmethod
-    def forward(ctx: Context, logits: torch.Tensor, target: torch.Tensor, reduction: str, ignore_index: int,
-                label_smoothing: float) -> torch.Tensor:
-        loss, lse = run_op("cross_entropy", logits, target, reduction=reduction, ignore_index=ignore_index,
-                           label_smoothing=label_smoothing)
-        ctx.save_for_backward(logits, target, lse)
-        ctx.params = {"reduction": reduction, "ignore_index": ignore_index, "label_smoothing": label_smoothing}
-        return loss
-
-    @staticmethod
-    def backward(ctx: Context, grad: torch.Tensor) -> tuple:
-        logits, target, lse = ctx.saved_tensors
-        return ops.cross_entropy_backward(grad, logits, target, lse, **ctx.params), None, None, None, None
-
-
-class Embedding(Function):
-    @staticmethod
-    def forward(ctx: Context, indices: torch.Tensor, weight: torch.Tensor, padding_idx: int | None) -> torch.Tensor:
-        ctx.save_for_backward(indices)
-        ctx.num_weights, ctx.padding_idx = weight.shape[0], padding_idx
-        return ops.embedding(indices, weight, padding_idx)
-
-    @staticmethod
-    def backward(ctx: Context, grad: torch.Tensor) -> tuple:
-        (indices,) = ctx.saved_tensors
-        return None, ops.embedding_backward(contiguous(grad), indices, ctx.num_weights, ctx.padding_idx), None
-
-
-class Attention(Function):
-    """softmax(q·kᵀ·scale + mask)·v; the backward recomputes from the saved log-sum-exp."""
-
-    @staticmethod
-    def forward(ctx: Context, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: torch.Tensor | None,
-                causal: bool, scale: float | None) -> torch.Tensor:
-        o, lse = run_op("attention", q, k, v, causal=causal, scale=scale, attn_mask=attn_mask)
-        ctx.save_for_backward(q, k, v, o, lse, attn_mask)
-        ctx.params = {"causal": causal, "scale": scale}
-        return o
-
-    @staticmethod
-    def backward(ctx: Context, grad: torch.Tensor) -> tuple:
-        q, k, v, o, lse, attn_mask = ctx.saved_tensors
-        dq, dk, dv = ops.attention_backward(q, k, v, o, lse, grad, attn_mask=attn_mask, **ctx.params)
-        return dq, dk, dv, None, None, None
+Softmax = declared("softmax", ("x", "dim"))
+Sum = declared("sum", ("x", "dim", "keepdim"))
+Mean = declared("mean", ("x", "dim", "keepdim"))
+Max = declared("max", ("x", "dim", "keepdim"), "(values, indices) of the max along ``dim`` (None: of all elements).")
+Linear = declared("linear", ("x", "weight", "bias"))
+Conv2d = declared("conv2d", ("x", "weight", "bias", "stride", "padding", "dilation"))
+MaxPool2d = declared("max_pool2d", ("x", "kernel_size", "stride", "padding"))
+LayerNorm = declared("layer_norm", ("x", "normalized_shape", "weight", "bias", "eps"))
+CrossEntropy = declared("cross_entropy", ("logits", "target", "reduction", "ignore_index", "label_smoothing"))
+Embedding = declared("embedding", ("indices", "weight", "padding_idx"))
+Attention = declared("attention", ("q", "k", "v", "attn_mask", "causal", "scale"),
+                     "softmax(q·kᵀ·scale + mask)·v; the backward recomputes from the saved log-sum-exp.")

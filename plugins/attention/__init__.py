@@ -28,7 +28,6 @@ also takes ``kv_heads=``, ``n_k=``, ``causal=`` and ``scale=`` keywords for othe
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
 from collections.abc import Callable, Sequence
@@ -36,9 +35,9 @@ from typing import Any
 
 import torch
 
-from kernelzoo import dispatch, ops
+from kernelzoo import ops
 from kernelzoo.errors import ArgumentError, DeviceError, DTypeError
-from kernelzoo.registry import FLOATS, BadCase, Call, Case, Op, check_same, check_tensor, randn
+from kernelzoo.registry import FLOATS, BadCase, Call, Case, Derivative, Op, check_same, check_tensor, randn
 from kernelzoo.tolerance import Mismatch, Tolerance
 
 MASK_DTYPES = (torch.bool, torch.float32, torch.float16, torch.bfloat16)
@@ -455,6 +454,16 @@ class Attention(AttentionSpecBase):
     with grouped-query heads, torch's top-left causal mask, and 0 for rows that attend no key."""
 
     name = "attention"
+    outputs = 2  # o and the log-sum-exp
+    # the derivative: attention_backward recomputes the probabilities from the saved log-sum-exp
+    derivative = Derivative(
+        inputs=("q", "k", "v"),
+        save=lambda call, outputs: {**call.inputs, "attn_mask": call.inputs.get("attn_mask"), "o": outputs[0],
+                                    "lse": outputs[1], "params": dict(call.params)},
+        backward=lambda saved, grad: dict(zip(("q", "k", "v"), ops.attention_backward(
+            saved["q"], saved["k"], saved["v"], saved["o"], saved["lse"], grad, attn_mask=saved["attn_mask"],
+            **saved["params"]))),
+    )
 
     def check(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False,
               scale: float | None = None, attn_mask: torch.Tensor | None = None) -> Call:
@@ -505,38 +514,18 @@ class Attention(AttentionSpecBase):
     def result(self, call: Call, outputs: Any) -> torch.Tensor:
         return outputs[0]
 
-    def needs_autograd(self, call: Call) -> bool:
-        return torch.is_grad_enabled() and any(t.requires_grad for t in call.inputs.values())
+    def fake(self, call: Call) -> tuple[torch.Tensor, torch.Tensor]:
+        """o (B, Hq, Nq, Dv) in q's dtype and the log-sum-exp (B, Hq, Nq) in float32 (the torch plugin aligns its
+        inputs by their addresses, which fake tensors lack)."""
+        q, v = call.inputs["q"], call.inputs["v"]
+        return q.new_empty((*q.shape[:-1], v.shape[-1])), q.new_empty(q.shape[:-1], dtype=torch.float32)
 
-    def autograd(self, call: Call) -> torch.Tensor:
+    def needs_autograd(self, call: Call) -> bool:
         mask = call.inputs.get("attn_mask")
-        if mask is not None and mask.requires_grad:
+        if mask is not None and mask.requires_grad and torch.is_grad_enabled():
             raise ArgumentError("attention: attn_mask requires grad, but gradients with respect to the mask "
                                 "are not computed; pass attn_mask.detach()")
-        i = call.inputs
-        return _AttentionFunction.apply(i["q"], i["k"], i["v"], mask, call)
-
-
-class _AttentionFunction(torch.autograd.Function):
-    """o = attention(q, k, v); its backward is the op attention_backward, run by the plugin that was
-    forced for the forward (``kernelzoo.use`` does not reach autograd's worker threads by itself)."""
-
-    @staticmethod
-    def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: torch.Tensor | None,
-                call: Call) -> torch.Tensor:
-        o, lse = dispatch.run_call(call.op, call)
-        ctx.save_for_backward(q, k, v, o, lse, attn_mask)
-        ctx.params = dict(call.params)
-        ctx.plugin = dispatch.forced_plugin()
-        return o
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx: Any, do: torch.Tensor) -> tuple:
-        q, k, v, o, lse, attn_mask = ctx.saved_tensors
-        with dispatch.use(ctx.plugin) if ctx.plugin else contextlib.nullcontext():
-            dq, dk, dv = ops.attention_backward(q, k, v, o, lse, do, attn_mask=attn_mask, **ctx.params)
-        return dq, dk, dv, None, None
+        return super().needs_autograd(call)
 
 
 # --- conformance cases -----------------------------------------------------------------------

@@ -82,6 +82,7 @@ class AttentionBackward(AttentionSpecBase):
     the gradients of attention, from its outputs o and lse and the output gradient do."""
 
     name = "attention_backward"
+    outputs = 3  # dq, dk, dv
 
     def check(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, lse: torch.Tensor,
               do: torch.Tensor, *, causal: bool = False, scale: float | None = None,
@@ -114,6 +115,11 @@ class AttentionBackward(AttentionSpecBase):
         if lse.shape != q.shape[:3]:
             raise ArgumentError(f"{self.name}: lse of shape {shape_text(lse)} must be (batch, heads, n_q) = "
                                 f"{'x'.join(map(str, q.shape[:3]))}")
+
+    def fake(self, call: Call) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """dq, dk, dv of q's, k's and v's shapes and dtype (the torch plugin aligns its inputs by their addresses,
+        which fake tensors lack)."""
+        return tuple(call.inputs[name].new_empty(call.inputs[name].shape) for name in ("q", "k", "v"))
 
     def reference(self, call: Call) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         i = call.inputs

@@ -18,7 +18,6 @@ dilation= keywords (ints or pairs, overriding the tuple's) and bias=False.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,9 +25,9 @@ from typing import Any
 import torch
 from kernelzoo_plugins.linear import reduction_tolerance, shape_text
 
-from kernelzoo import dispatch
+from kernelzoo import ops
 from kernelzoo.errors import ArgumentError, DeviceError, DTypeError
-from kernelzoo.registry import BadCase, Call, Case, Op, check_same, check_tensor, randn
+from kernelzoo.registry import BadCase, Call, Case, Derivative, Op, check_same, check_tensor, randn
 from kernelzoo.tolerance import Tolerance
 
 Pair = tuple[int, int]
@@ -159,6 +158,16 @@ class Conv2d(Op):
     """conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1): NCHW 2-D convolution."""
 
     name = "conv2d"
+    # the derivative: conv2d_backward gives grad_x, grad_weight and, with a bias, grad_bias
+    derivative = Derivative(
+        inputs=("x", "weight", "bias"),
+        save=lambda call, outputs: {"x": call.inputs["x"], "weight": call.inputs["weight"],
+                                    "bias": "bias" in call.inputs, "params": dict(call.params)},
+        backward=lambda saved, grad: dict(zip(("x", "weight", "bias"), ops.conv2d_backward(
+            grad, saved["x"], saved["weight"], bias=saved["bias"], **saved["params"]))),
+    )
+    # stride, padding and dilation: an int or a (height, width) pair
+    schema_types = {"stride": "int[2]", "padding": "int[2]", "dilation": "int[2]"}
     # Untuned on the CPU, torch (oneDNN) first: 1.22-1.45x openmp at the three 3x3 float32 shapes on a 2-core Xeon
     # (openmp 1.39x at the 1x1; docs/perf/conv2d.md). On a GPU Triton stays first (0.97-2.21x cuDNN in fp16)
     default_order = {"cpu": ("torch",)}
@@ -222,38 +231,6 @@ class Conv2d(Op):
         return conv_bad_cases(self.name, lambda x, w, **kw: ((x, w), kw)) + conv_bias_bad_cases(self.name)
 
     # --- autograd ----------------------------------------------------------------------------
-    def needs_autograd(self, call: Call) -> bool:
-        return torch.is_grad_enabled() and any(t.requires_grad for t in call.inputs.values())
-
-    def autograd(self, call: Call) -> torch.Tensor:
-        i = call.inputs
-        return _Conv2dFunction.apply(i["x"], i["weight"], i.get("bias"), call)
-
-
-class _Conv2dFunction(torch.autograd.Function):
-    """out = conv2d(x, weight, bias); its backward is the op conv2d_backward, run by the plugin forced for
-    the forward, if any (``kernelzoo.use`` does not reach autograd's worker threads by itself)."""
-
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, call: Call) -> torch.Tensor:
-        inputs = {k: v.detach() for k, v in call.inputs.items()}
-        out = dispatch.run_call(call.op, Call(call.op, inputs, dict(call.params)))
-        ctx.save_for_backward(x, weight)
-        ctx.params = dict(call.params)
-        ctx.has_bias = bias is not None
-        ctx.plugin = dispatch.forced_plugin()
-        return out
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx: Any, grad_out: torch.Tensor) -> tuple:
-        from kernelzoo import ops
-
-        x, weight = ctx.saved_tensors
-        with dispatch.use(ctx.plugin) if ctx.plugin else contextlib.nullcontext():
-            grads = ops.conv2d_backward(grad_out, x, weight, bias=ctx.has_bias, **ctx.params)
-        return grads[0], grads[1], grads[2] if ctx.has_bias else None, None
-
 
 # --- conformance cases (shared with conv2d_backward) ---------------------------------------------
 

@@ -28,7 +28,7 @@ import torch
 
 from kernelzoo.elementwise import MAX_DIMS, BinaryOp, Layout, distinct_elements, layout
 from kernelzoo.errors import ArgumentError, DeviceError, DTypeError
-from kernelzoo.registry import BadCase, Call, Case, check_same, check_tensor, randn
+from kernelzoo.registry import BadCase, Call, Case, check_same, check_tensor, is_fake, randn
 from kernelzoo.tolerance import Mismatch, Tolerance
 
 # A case's operand: the shape of a random tensor, and the view of it that is passed
@@ -79,6 +79,8 @@ def _check_separate(dst: torch.Tensor, src: torch.Tensor) -> None:
         last = sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
         return t.data_ptr(), t.data_ptr() + (last + 1) * t.element_size()
 
+    if is_fake(dst) or is_fake(src):  # no memory to compare while torch.compile traces: the real call checks
+        return
     if dst.numel() == 0 or src.numel() == 0 or same_view(dst, src):
         return
     if dst.untyped_storage().data_ptr() == src.untyped_storage().data_ptr():

@@ -11,7 +11,6 @@ through embedding_backward when weight requires grad. The op's shape is (num_wei
 
 from __future__ import annotations
 
-import contextlib
 import math
 import numbers
 from collections.abc import Callable, Sequence
@@ -19,9 +18,10 @@ from typing import Any
 
 import torch
 
-from kernelzoo import dispatch
+from kernelzoo import ops
+from kernelzoo.autograd import contiguous
 from kernelzoo.errors import ArgumentError, DeviceError, DTypeError
-from kernelzoo.registry import BadCase, Call, Case, Op, check_tensor, randn, value_range
+from kernelzoo.registry import BadCase, Call, Case, Derivative, Op, check_tensor, randn, value_range
 
 INDEX_DTYPES = (torch.int64, torch.int32)
 # Elements above this are too slow for Triton's interpreter in CI (its programs run in Python).
@@ -37,8 +37,10 @@ def check_indices(op: str, indices: Any, num_weights: int, device: torch.device)
         raise DTypeError(f"{op}: indices must be int64 or int32, got {indices.dtype}")
     if indices.device != device:
         raise DeviceError(f"{op}: weight is on {device} but indices are on {indices.device}; expected one device")
-    if indices.numel():
-        low, high = value_range(indices)  # one host sync per indices tensor (remembered for the backward)
+    # one host sync per indices tensor (remembered for the backward); fake indices (torch.compile's tracing) have
+    # no values to read: the real call checks them
+    if indices.numel() and (found := value_range(indices)) is not None:
+        low, high = found
         if low < 0 or high >= num_weights:
             bad = low if low < 0 else high
             raise ArgumentError(f"{op}: indices hold {bad}, outside [0, {num_weights}) (the rows of weight)")
@@ -64,6 +66,14 @@ class Embedding(Op):
     """embedding(indices, weight, padding_idx=None) -> weight[indices]."""
 
     name = "embedding"
+    # the derivative: embedding_backward sums the gradient rows of each index
+    derivative = Derivative(
+        inputs=("weight",),
+        save=lambda call, outputs: {"indices": call.inputs["indices"], "num_weights": call.inputs["weight"].shape[0],
+                                    "padding_idx": call.params["padding_idx"]},
+        backward=lambda saved, grad: {"weight": ops.embedding_backward(contiguous(grad), saved["indices"],
+                                                                  saved["num_weights"], saved["padding_idx"])},
+    )
     # (num_weights, dim, indices): GPT-2's vocabulary at dim 4096 and 16384 tokens; Llama 2's at dim 4096
     shapes = {"cuda": [(50257, 4096, 16384), (32000, 4096, 65536)], "cpu": [(50257, 1024, 4096), (32000, 512, 16384)]}
 
@@ -110,35 +120,6 @@ class Embedding(Op):
         ]
 
     # --- autograd ----------------------------------------------------------------------------
-    def needs_autograd(self, call: Call) -> bool:
-        return torch.is_grad_enabled() and call.inputs["weight"].requires_grad
-
-    def autograd(self, call: Call) -> torch.Tensor:
-        return _EmbeddingFunction.apply(call.inputs["weight"], call)
-
-
-class _EmbeddingFunction(torch.autograd.Function):
-    """out = weight[indices]; its backward is the op embedding_backward, run by the plugin that was forced for
-    the forward (``kernelzoo.use`` does not reach autograd's worker threads by itself)."""
-
-    @staticmethod
-    def forward(ctx: Any, weight: torch.Tensor, call: Call) -> torch.Tensor:
-        out = dispatch.run_call(call.op, call.replace(weight=weight.detach()))
-        ctx.save_for_backward(call.inputs["indices"])
-        ctx.num_weights, ctx.padding_idx = weight.shape[0], call.params["padding_idx"]
-        ctx.plugin = dispatch.forced_plugin()
-        return out
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple:
-        from kernelzoo import ops
-
-        (indices,) = ctx.saved_tensors
-        with dispatch.use(ctx.plugin) if ctx.plugin else contextlib.nullcontext():
-            grad_weight = ops.embedding_backward(grad, indices, ctx.num_weights, ctx.padding_idx)
-        return grad_weight, None
-
 
 # --- conformance cases (shared with embedding_backward) ---------------------------------------------
 

@@ -16,7 +16,6 @@ op's shape is (rows, N): "8192x8192" for tuning and benchmarks.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import numbers
 from collections.abc import Callable, Sequence
@@ -24,9 +23,9 @@ from typing import Any
 
 import torch
 
-from kernelzoo import dispatch
+from kernelzoo import ops
 from kernelzoo.errors import ArgumentError, DeviceError, DTypeError
-from kernelzoo.registry import BadCase, Call, Case, Op, check_same, check_tensor, randn
+from kernelzoo.registry import BadCase, Call, Case, Derivative, Op, check_same, check_tensor, randn
 from kernelzoo.tolerance import Tolerance, tolerance_for
 
 # Elements above this are too slow for Triton's interpreter in CI (its programs run in Python).
@@ -99,6 +98,15 @@ class LayerNorm(Op):
     the backward)."""
 
     name = "layer_norm"
+    outputs = 3  # y, mean and rstd
+    # the derivative: layer_norm_backward from x and the forward's mean and rstd
+    derivative = Derivative(
+        inputs=("x", "weight", "bias"),
+        save=lambda call, outputs: {"x": call.inputs["x"], "weight": call.inputs.get("weight"), "mean": outputs[1],
+                                    "rstd": outputs[2], "normalized_shape": call.params["normalized_shape"]},
+        backward=lambda saved, grad: dict(zip(("x", "weight", "bias"), ops.layer_norm_backward(
+            grad, saved["x"], saved["mean"], saved["rstd"], saved["normalized_shape"], saved["weight"]))),
+    )
     # (rows, N): transformer activations (N = 1024 .. 8192) of more than the 50 MB L2 on the GPU
     shapes = {"cuda": [(8192, 8192), (16384, 4096), (4096, 1024), (1024, 65536)],
               "cpu": [(2048, 2048), (4096, 1024), (256, 8192)]}
@@ -162,38 +170,6 @@ class LayerNorm(Op):
     # --- autograd ----------------------------------------------------------------------------
     def result(self, call: Call, outputs: Any) -> torch.Tensor:
         return outputs[0]
-
-    def needs_autograd(self, call: Call) -> bool:
-        return torch.is_grad_enabled() and any(t.requires_grad for t in call.inputs.values())
-
-    def autograd(self, call: Call) -> torch.Tensor:
-        i = call.inputs
-        return _LayerNormFunction.apply(i["x"], i.get("weight"), i.get("bias"), call)
-
-
-class _LayerNormFunction(torch.autograd.Function):
-    """y = layer_norm(x, weight, bias); its backward is the op layer_norm_backward, run by the plugin that
-    was forced for the forward (``kernelzoo.use`` does not reach autograd's worker threads by itself)."""
-
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
-                call: Call) -> torch.Tensor:
-        detached = {k: t.detach() for k, t in call.inputs.items()}
-        y, mean, rstd = dispatch.run_call(call.op, call.replace(**detached))
-        ctx.save_for_backward(detached["x"], detached.get("weight"), mean, rstd)
-        ctx.normalized_shape, ctx.plugin = call.params["normalized_shape"], dispatch.forced_plugin()
-        return y
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx: Any, grad_y: torch.Tensor) -> tuple:
-        from kernelzoo import ops
-
-        x, weight, mean, rstd = ctx.saved_tensors
-        with dispatch.use(ctx.plugin) if ctx.plugin else contextlib.nullcontext():
-            dx, dw, db = ops.layer_norm_backward(grad_y, x, mean, rstd, ctx.normalized_shape, weight)
-        need = ctx.needs_input_grad
-        return dx if need[0] else None, dw if need[1] else None, db if need[2] else None, None
 
 
 # --- conformance cases (shared with layer_norm_backward) -----------------------------------------

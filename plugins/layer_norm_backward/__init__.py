@@ -52,6 +52,7 @@ class LayerNormBackward(Op):
     grad_bias)."""
 
     name = "layer_norm_backward"
+    outputs = 3  # dx, dweight, dbias
     # Untuned on a GPU, the cuda plugin first: tuned, it ran 1.16-1.88x the Triton plugin at all four float32
     # shapes on the H100 (docs/perf/layer_norm_backward.md, 2026-11-27)
     default_order = {"cuda": ("cuda",)}

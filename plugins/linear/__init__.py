@@ -11,16 +11,15 @@ Shapes for tuning and benchmarks: (M, K, N) = tokens × in_features × out_featu
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
-from kernelzoo import dispatch
+from kernelzoo import ops
 from kernelzoo.errors import ArgumentError, DeviceError, DTypeError
-from kernelzoo.registry import BadCase, Call, Case, Op, check_same, check_tensor, randn
+from kernelzoo.registry import BadCase, Call, Case, Derivative, Op, check_same, check_tensor, randn
 from kernelzoo.tolerance import Mismatch, Tolerance, check_close, tolerance_for
 
 FP32_UNIT_ROUNDOFF = 2.0**-24
@@ -83,6 +82,14 @@ class Linear(Op):
     """linear(x, weight, bias=None): x·weightᵀ + bias over x's last dim, float32 accumulation."""
 
     name = "linear"
+    # the derivative: linear_backward gives grad_x, grad_weight and, with a bias, grad_bias
+    derivative = Derivative(
+        inputs=("x", "weight", "bias"),
+        save=lambda call, outputs: {"x": call.inputs["x"], "weight": call.inputs["weight"],
+                                    "bias": "bias" in call.inputs},
+        backward=lambda saved, grad: dict(zip(("x", "weight", "bias"), ops.linear_backward(
+            grad, saved["x"], saved["weight"], bias=saved["bias"]))),
+    )
     # Untuned, torch (cuBLAS, oneDNN/MKL) first: it ran 1.7-2.0x the Triton plugin at all six bfloat16 shapes on the
     # H100 and 1.1-1.2x openmp at the three float32 shapes on a 2-core Xeon (docs/perf/linear.md)
     default_order = {"cuda": ("torch",), "cpu": ("torch",)}
@@ -162,37 +169,6 @@ class Linear(Op):
         ]
 
     # --- autograd ----------------------------------------------------------------------------
-    def needs_autograd(self, call: Call) -> bool:
-        return torch.is_grad_enabled() and any(t.requires_grad for t in call.inputs.values())
-
-    def autograd(self, call: Call) -> torch.Tensor:
-        i = call.inputs
-        return _LinearFunction.apply(i["x"], i["weight"], i.get("bias"), call)
-
-
-class _LinearFunction(torch.autograd.Function):
-    """y = linear(x, weight, bias); its backward is the op linear_backward, run by the plugin forced for
-    the forward, if any (``kernelzoo.use`` does not reach autograd's worker threads by itself)."""
-
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, call: Call) -> torch.Tensor:
-        inputs = {k: v.detach() for k, v in call.inputs.items()}
-        y = dispatch.run_call(call.op, Call(call.op, inputs, dict(call.params)))
-        ctx.save_for_backward(x, weight)
-        ctx.has_bias = bias is not None
-        ctx.plugin = dispatch.forced_plugin()
-        return y
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx: Any, dy: torch.Tensor) -> tuple:
-        from kernelzoo import ops
-
-        x, weight = ctx.saved_tensors
-        with dispatch.use(ctx.plugin) if ctx.plugin else contextlib.nullcontext():
-            grads = ops.linear_backward(dy, x, weight, bias=ctx.has_bias)
-        return grads[0], grads[1], grads[2] if ctx.has_bias else None, None
-
 
 # --- conformance cases -------------------------------------------------------------------------
 

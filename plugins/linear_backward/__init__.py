@@ -37,6 +37,7 @@ class LinearBackward(Op):
     """linear_backward(grad_out, x, weight, bias=False) -> (grad_x, grad_weight[, grad_bias])."""
 
     name = "linear_backward"
+    outputs = 3  # grad_x, grad_weight and, with bias, grad_bias
     # Untuned, torch first: 1.05-1.35x the Triton plugin at all six bfloat16 shapes on the H100, 1.2-1.25x openmp
     # at the three float32 shapes on a 2-core Xeon (docs/perf/linear_backward.md)
     default_order = {"cuda": ("torch",), "cpu": ("torch",)}

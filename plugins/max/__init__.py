@@ -18,7 +18,6 @@ is the op's shape, as for sum: "8192x8192x1" reduces rows, "1x8192x8192" columns
 
 from __future__ import annotations
 
-import contextlib
 import math
 import operator
 from collections.abc import Callable, Sequence
@@ -28,9 +27,10 @@ from typing import Any
 import torch
 from kernelzoo_plugins.max_pool2d import index_output as index_output  # re-exported: int64 outputs
 
-from kernelzoo import dispatch
+from kernelzoo import ops
+from kernelzoo.autograd import contiguous
 from kernelzoo.errors import ArgumentError, DTypeError
-from kernelzoo.registry import BadCase, Call, Case, Op, check_tensor, randn
+from kernelzoo.registry import BadCase, Call, Case, Derivative, Op, check_tensor, randn
 from kernelzoo.tolerance import Mismatch, check_close
 
 # Elements above this are too slow for Triton's interpreter in CI (its programs run in Python).
@@ -98,6 +98,16 @@ class Max(Op):
     always (values, indices))."""
 
     name = "max"
+    outputs = 2  # values and indices
+    # the derivative: max_backward scatters the gradient through the saved indices; the indices get none
+    derivative = Derivative(
+        inputs=("x",),
+        save=lambda call, outputs: {"indices": outputs[1], "dim": call.params["dim"], "keepdim": call.params["keepdim"],
+                                    "input_shape": tuple(call.inputs["x"].shape)},
+        backward=lambda saved, grad: {"x": ops.max_backward(contiguous(grad), saved["indices"], saved["dim"],
+                                                       saved["input_shape"], saved["keepdim"])},
+        returns=2,
+    )
     # (outer, reduced, inner), as sum's: rows and columns of a square activation, everything of it, and
     # logits over a GPT-2 vocabulary (argmax decoding); every GPU one larger than the 50 MB L2
     shapes = {
@@ -184,36 +194,6 @@ class Max(Op):
         if call.params["dim"] is None:
             return values
         return torch.return_types.max((values, indices))
-
-    def needs_autograd(self, call: Call) -> bool:
-        return torch.is_grad_enabled() and call.inputs["x"].requires_grad
-
-    def autograd(self, call: Call) -> Any:
-        return self.result(call, _MaxFunction.apply(call.inputs["x"], call))
-
-
-class _MaxFunction(torch.autograd.Function):
-    """(values, indices) = max(x); the backward is the op max_backward through the saved indices, run
-    by the plugin forced for the forward, if any (``kernelzoo.use`` does not reach autograd's threads)."""
-
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, call: Call) -> tuple[torch.Tensor, torch.Tensor]:
-        values, indices = dispatch.run_call(call.op, call.replace(x=x.detach()))
-        ctx.mark_non_differentiable(indices)
-        ctx.save_for_backward(indices)
-        ctx.dim, ctx.keepdim, ctx.input_shape = call.params["dim"], call.params["keepdim"], tuple(x.shape)
-        ctx.plugin = dispatch.forced_plugin()
-        return values, indices
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx: Any, grad_values: torch.Tensor, grad_indices: Any) -> tuple:
-        from kernelzoo import ops
-
-        (indices,) = ctx.saved_tensors
-        with dispatch.use(ctx.plugin) if ctx.plugin else contextlib.nullcontext():
-            grad_x = ops.max_backward(grad_values, indices, ctx.dim, ctx.input_shape, ctx.keepdim)
-        return grad_x, None
 
 
 def compare_indices(indices: torch.Tensor, ref: torch.Tensor) -> Mismatch | None:

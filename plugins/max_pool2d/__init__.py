@@ -21,7 +21,6 @@ stride=, padding= keywords overriding the tuple's.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -29,9 +28,9 @@ import torch
 from kernelzoo_plugins.conv2d import Pair, as_pair, batched
 from kernelzoo_plugins.linear import shape_text
 
-from kernelzoo import dispatch
+from kernelzoo import ops
 from kernelzoo.errors import ArgumentError, DTypeError
-from kernelzoo.registry import BadCase, Call, Case, Op, check_tensor, randn
+from kernelzoo.registry import BadCase, Call, Case, Derivative, Op, check_tensor, randn
 from kernelzoo.tolerance import Mismatch, check_close
 
 
@@ -94,6 +93,17 @@ class MaxPool2d(Op):
     """max_pool2d(x, kernel_size, stride=None, padding=0) -> out (implementations: (out, indices))."""
 
     name = "max_pool2d"
+    outputs = 2  # the output and the argmax indices
+    # the derivative: max_pool2d_backward through the saved argmax indices
+    derivative = Derivative(
+        inputs=("x",),
+        save=lambda call, outputs: {"indices": outputs[1], "input_shape": tuple(call.inputs["x"].shape),
+                                    "params": dict(call.params)},
+        backward=lambda saved, grad: {"x": ops.max_pool2d_backward(grad, saved["indices"], saved["input_shape"],
+                                                              **saved["params"])},
+    )
+    # kernel_size, stride and padding: an int or a (height, width) pair
+    schema_types = {"kernel_size": "int[2]", "stride": "int[2]?", "padding": "int[2]"}
     # Untuned on a GPU, torch first: 1.02-1.7x the Triton plugin at the three float32 shapes on the H100
     # (docs/perf/max_pool2d.md); on the CPU openmp stays first (1.28x torch)
     default_order = {"cuda": ("torch",)}
@@ -165,36 +175,6 @@ class MaxPool2d(Op):
     # --- autograd ----------------------------------------------------------------------------
     def result(self, call: Call, outputs: Any) -> torch.Tensor:
         return outputs[0]
-
-    def needs_autograd(self, call: Call) -> bool:
-        return torch.is_grad_enabled() and call.inputs["x"].requires_grad
-
-    def autograd(self, call: Call) -> torch.Tensor:
-        return _MaxPool2dFunction.apply(call.inputs["x"], call)
-
-
-class _MaxPool2dFunction(torch.autograd.Function):
-    """out = max_pool2d(x); its backward is the op max_pool2d_backward through the saved indices, run by
-    the plugin forced for the forward, if any."""
-
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, call: Call) -> torch.Tensor:
-        out, indices = dispatch.run_call(call.op, Call(call.op, {"x": x.detach()}, dict(call.params)))
-        ctx.save_for_backward(indices)
-        ctx.input_shape = tuple(x.shape)
-        ctx.params = dict(call.params)
-        ctx.plugin = dispatch.forced_plugin()
-        return out
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx: Any, grad_out: torch.Tensor) -> tuple:
-        from kernelzoo import ops
-
-        (indices,) = ctx.saved_tensors
-        with dispatch.use(ctx.plugin) if ctx.plugin else contextlib.nullcontext():
-            grad_x = ops.max_pool2d_backward(grad_out, indices, ctx.input_shape, **ctx.params)
-        return grad_x, None
 
 
 # --- conformance cases (shared with max_pool2d_backward) ----------------------------------------

@@ -13,17 +13,15 @@ requires grad.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import operator
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import torch
 
-from kernelzoo import dispatch
+from kernelzoo import ops
 from kernelzoo.errors import ArgumentError, DTypeError
-from kernelzoo.registry import BadCase, Call, Case, Op, check_tensor, randn
+from kernelzoo.registry import BadCase, Call, Case, Derivative, Op, check_tensor, randn
 
 # Row lengths above this are too slow for Triton's interpreter in CI (its programs run in Python).
 _INTERPRETER_MAX_ELEMENTS = 200_000
@@ -71,6 +69,12 @@ class Softmax(Op):
     """
 
     name = "softmax"
+    # the derivative: softmax_backward needs y alone
+    derivative = Derivative(
+        inputs=("x",),
+        save=lambda call, outputs: {"y": outputs[0], "dim": call.params["dim"]},
+        backward=lambda saved, grad: {"x": ops.softmax_backward(grad, saved["y"], saved["dim"])},
+    )
     shapes = {
         # (rows, cols): a square activation, a GPT-2 vocabulary (50257), attention-like rows,
         # and one very long row (only the split-row paths fill the machine there)
@@ -146,33 +150,6 @@ class Softmax(Op):
         ]
 
     # --- autograd ----------------------------------------------------------------------------
-    def needs_autograd(self, call: Call) -> bool:
-        return torch.is_grad_enabled() and call.inputs["x"].requires_grad
-
-    def autograd(self, call: Call) -> torch.Tensor:
-        return _SoftmaxFunction.apply(call.inputs["x"], call)
-
-
-class _SoftmaxFunction(torch.autograd.Function):
-    """y = softmax(x, dim); its backward is the op softmax_backward, which needs only y, run by the plugin
-    forced for the forward, if any (``kernelzoo.use`` does not reach autograd's worker threads by itself)."""
-
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, call: Call) -> torch.Tensor:
-        y = dispatch.run_call(call.op, call.replace(x=x.detach()))
-        ctx.save_for_backward(y)
-        ctx.dim, ctx.plugin = call.params["dim"], dispatch.forced_plugin()
-        return y
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple:
-        from kernelzoo import ops
-
-        (y,) = ctx.saved_tensors
-        with dispatch.use(ctx.plugin) if ctx.plugin else contextlib.nullcontext():
-            return ops.softmax_backward(grad, y, ctx.dim), None
-
 
 def _rows(x: torch.Tensor, dim: int) -> int:
     return math.prod(s for i, s in enumerate(x.shape) if i != dim)

@@ -23,9 +23,9 @@ from typing import Any
 
 import torch
 
-from kernelzoo import dispatch
+from kernelzoo import ops
 from kernelzoo.errors import ArgumentError, DTypeError
-from kernelzoo.registry import BadCase, Call, Case, Op, check_tensor, randn
+from kernelzoo.registry import BadCase, Call, Case, Derivative, Op, check_tensor, randn
 from kernelzoo.tolerance import Tolerance, tolerance_for
 
 # Elements above this are too slow for Triton's interpreter in CI (its programs run in Python).
@@ -100,6 +100,14 @@ class Sum(Op):
     """sum(x, dim=None, keepdim=False): Σ over ``dim``, accumulated in float32, in x's dtype."""
 
     name = "sum"
+    # the derivative: the output gradient expanded back over the reduced dims (a view), times mean's scale
+    derivative = Derivative(
+        inputs=("x",),
+        save=lambda call, outputs: {"x_shape": call.inputs["x"].shape, "scale": call.op.scale(call),
+                                    "keep_shape": plan(call.inputs["x"].shape, call.params["dim"], True).out_shape},
+        backward=lambda saved, grad: {"x": _scaled(grad, saved["scale"]).reshape(saved["keep_shape"]).expand(
+            saved["x_shape"])},
+    )
     # Untuned, torch first: faster than the Triton plugin at three of the four float32 shapes on the H100 (1.15-1.7x)
     # and than openmp at three of four on a 2-core Xeon (1.1-1.15x) (docs/perf/sum.md)
     default_order = {"cuda": ("torch",), "cpu": ("torch",)}
@@ -191,32 +199,13 @@ class Sum(Op):
             BadCase("keepdim-int", lambda: ((x,), {"keepdim": 1}), ArgumentError, "keepdim must be a bool, got 1"),
         ]
 
-    # --- autograd: the gradient is the output gradient expanded back over the reduced dims ---------
-    def needs_autograd(self, call: Call) -> bool:
-        return torch.is_grad_enabled() and call.inputs["x"].requires_grad
-
-    def autograd(self, call: Call) -> torch.Tensor:
-        return _ReductionFunction.apply(call.inputs["x"], call)
 
 
-class _ReductionFunction(torch.autograd.Function):
-    """out = sum or mean of x over dims; the backward is a view: grad (keepdim shape) expanded to x's
-    shape, times the op's scale for mean (a multiplication of the small gradient, not of x's size)."""
-
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, call: Call) -> torch.Tensor:
-        op = call.op
-        ctx.x_shape, ctx.scale = x.shape, op.scale(call)
-        ctx.keep_shape = plan(x.shape, call.params["dim"], True).out_shape
-        return dispatch.run_call(op, call.replace(x=x.detach()))
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple:
-        if ctx.scale != 1.0:
-            grad = grad * ctx.scale
-        return grad.reshape(ctx.keep_shape).expand(ctx.x_shape), None
-
+def _scaled(grad: torch.Tensor, scale: float) -> torch.Tensor:
+    """``grad`` times mean's scale (1 for sum): a multiplication of the small gradient, not of x's size."""
+    if scale == 1.0:
+        return grad
+    return ops.mul(grad, torch.full((), scale, dtype=grad.dtype, device=grad.device))
 
 def _nan_inf(device: torch.device, dtype: torch.dtype, g: torch.Generator) -> torch.Tensor:
     x = randn((9, 1023), "cpu", torch.float32, g)

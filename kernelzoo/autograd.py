@@ -1,0 +1,131 @@
+"""The one bridge from an op's declared :class:`~kernelzoo.registry.Derivative` to torch autograd.
+
+Two registrations read the same declaration:
+
+- :func:`apply`: the eager path of ``kernelzoo.ops.<op>``, one generic ``torch.autograd.Function``;
+- :func:`register`: the autograd formula of the custom op ``torch.ops.kernelzoo.<op>`` (torch.compile, and
+  callers of ``torch.ops`` directly), through ``torch.library.register_autograd``.
+
+mytorch's Functions for these ops read the declaration too (``mytorch.functions``), with the helpers
+:func:`keep` and :func:`kept`. The plugin forced for the forward (``kernelzoo.use``) is carried into the
+backward: autograd runs backwards on its own threads, which a context variable does not reach.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+from kernelzoo import dispatch
+from kernelzoo.registry import Call, Derivative, Op
+
+
+def keep(ctx: Any, saved: Mapping[str, Any]) -> None:
+    """Store what a derivative's ``save`` returned on an autograd ``ctx`` (torch's or mytorch's): tensors through
+    ``save_for_backward`` (torch then catches their modification before the backward), the rest as they are."""
+    names, tensors, values = [], [], {}
+    for name, value in saved.items():
+        if isinstance(value, torch.Tensor):
+            names.append(name)
+            tensors.append(value)
+        else:
+            values[name] = value
+    ctx.save_for_backward(*tensors)
+    ctx.kept_names, ctx.kept_values = names, values
+
+
+def kept(ctx: Any) -> dict[str, Any]:
+    """What :func:`keep` stored, by name again."""
+    return {**ctx.kept_values, **dict(zip(ctx.kept_names, ctx.saved_tensors))}
+
+
+def as_tuple(outputs: Any) -> tuple[torch.Tensor, ...]:
+    return tuple(outputs) if isinstance(outputs, (tuple, list)) else (outputs,)
+
+
+def forced(plugin: str | None) -> contextlib.AbstractContextManager[Any]:
+    """``kernelzoo.use(plugin)``, or nothing when no plugin was forced."""
+    return dispatch.use(plugin) if plugin else contextlib.nullcontext()
+
+
+def contiguous(t: torch.Tensor) -> torch.Tensor:
+    """``t`` itself if contiguous, else a contiguous copy made by the copy_ op (the backward ops of max and
+    embedding read gradients row by row)."""
+    if t.is_contiguous():
+        return t
+    from kernelzoo import ops
+
+    return ops.copy_(torch.empty(t.shape, dtype=t.dtype, device=t.device), t)
+
+
+class _Function(torch.autograd.Function):
+    """Any op with a derivative: the forward runs the call (all outputs, output 0 differentiable), the backward
+    the declaration's backward."""
+
+    @staticmethod
+    def forward(ctx: Any, call: Call, *tensors: torch.Tensor | None) -> Any:
+        derivative: Derivative = call.op.derivative  # type: ignore[assignment]
+        inputs = dict(call.inputs)
+        for name, t in zip(derivative.inputs, tensors):
+            if t is not None:
+                inputs[name] = t.detach()
+        call = Call(call.op, inputs, call.params)
+        outputs = dispatch.run_call(call.op, call)
+        if isinstance(outputs, tuple):
+            keep(ctx, derivative.save(call, outputs))
+            ctx.mark_non_differentiable(*outputs[1:])
+        else:
+            keep(ctx, derivative.save(call, (outputs,)))
+        ctx.derivative, ctx.plugin = derivative, dispatch.forced_plugin()
+        return outputs
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx: Any, grad: torch.Tensor, *_: Any) -> tuple:
+        derivative: Derivative = ctx.derivative
+        if ctx.plugin:
+            with dispatch.use(ctx.plugin):
+                grads = derivative.backward(kept(ctx), grad)
+        else:
+            grads = derivative.backward(kept(ctx), grad)
+        need = ctx.needs_input_grad
+        return (None, *[grads.get(name) if need[i] else None for i, name in enumerate(derivative.inputs, 1)])
+
+
+def apply(call: Call) -> Any:
+    """Run a checked ``call`` recording its backward: all of the implementation's outputs."""
+    inputs = call.inputs
+    return _Function.apply(call, *[inputs.get(name) for name in call.op.derivative.inputs])  # type: ignore[union-attr]
+
+
+def register(op: Op, qualname: str, names: Sequence[str]) -> None:
+    """Register ``op``'s derivative as the autograd formula of the custom op ``qualname``, whose arguments are
+    ``names`` (in schema order)."""
+    derivative = op.derivative
+    if derivative is None:
+        raise ValueError(f"{op.name} declares no derivative")
+    positions = {name: i for i, name in enumerate(names)}
+
+    def setup_context(ctx: Any, inputs: tuple, output: Any) -> None:
+        call = op.check(**dict(zip(names, inputs)))
+        outs = as_tuple(output)
+        keep(ctx, derivative.save(call, outs))
+        ctx.plugin = dispatch.forced_plugin()
+        if len(outs) > 1:
+            ctx.mark_non_differentiable(*outs[1:])
+
+    def backward(ctx: Any, grads: Any) -> tuple:
+        grad = grads[0] if isinstance(grads, (tuple, list)) else grads
+        with forced(ctx.plugin), dispatch.through_library():
+            found = derivative.backward(kept(ctx), grad)
+        result: list[torch.Tensor | None] = [None] * len(names)
+        for name in derivative.inputs:
+            if name in positions:
+                result[positions[name]] = found.get(name)
+        # one gradient per argument passed: the dispatcher leaves out trailing arguments equal to their defaults
+        return tuple(result[:len(ctx.needs_input_grad)])
+
+    torch.library.register_autograd(qualname, backward, setup_context=setup_context)
