@@ -388,7 +388,8 @@ def is_fake(t: torch.Tensor) -> bool:
 
 def value_range(t: torch.Tensor, ignore: int | None = None) -> tuple[int, int] | None:
     """(min, max) of a non-empty integer tensor, entries equal to ``ignore`` counted as 0; None for a tensor
-    without data (:func:`is_fake`), whose values a check cannot read.
+    without data (:func:`is_fake`), or on a CUDA stream that is capturing a graph (a read would sync), whose
+    values a check cannot read: those calls' indices reach the kernels unchecked, as in torch.
 
     Reading them costs one host sync (a GPU's queue drains). The answer is remembered for this
     tensor object until it is written to (torch's version counter, shared by its views, moves) or
@@ -403,8 +404,8 @@ def value_range(t: torch.Tensor, ignore: int | None = None) -> tuple[int, int] |
     seen = _ranges.get(key)
     if stamp is not None and seen is not None and seen[0]() is t and seen[1] == stamp:
         return seen[2]
-    if is_fake(t):
-        return None
+    if is_fake(t) or (t.is_cuda and torch.cuda.is_current_stream_capturing()):
+        return None  # no values to read: fake tensors hold none, and a CUDA graph being captured cannot sync
     values = t if ignore is None else torch.where(t == ignore, torch.zeros((), dtype=t.dtype, device=t.device), t)
     low, high = torch.stack(torch.aminmax(values)).tolist()
     if stamp is not None:
