@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from kernelzoo import dispatch
-from kernelzoo.errors import ArgumentError, KernelzooError
+from kernelzoo.errors import ArgumentError, KernelzooError, UnsupportedError
 from kernelzoo.registry import Call, Op, dtype_name, parse_dtype, registry
 from kernelzoo.tuner.progress import Progress
 from kernelzoo.tuner.tune import ShapeReport
@@ -141,6 +141,8 @@ class TuneReport:
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (key, reason)
     not_started: list[str] = field(default_factory=list)  # keys the time budget left untouched
     seconds: float = 0.0
+    load: list[float] = field(default_factory=list)  # the 1-minute load average as the run began and ended
+    cores: int = 1
 
     @property
     def untuned(self) -> list[ShapeReport]:
@@ -153,7 +155,8 @@ class TuneReport:
         return not self.untuned and not self.skipped and not self.not_started
 
     def to_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "seconds": round(self.seconds, 3), "keys": [_report_dict(r) for r in self.keys],
+        return {"ok": self.ok, "seconds": round(self.seconds, 3), "load": self.load, "cores": self.cores,
+                "keys": [_report_dict(r) for r in self.keys],
                 "skipped": [{"key": k, "reason": why} for k, why in self.skipped], "not_started": self.not_started}
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -179,6 +182,11 @@ def plan_op(op: str, device: str, *, plugins: Sequence[str] | None = None,
     names = plugins_for(op, device, plugins)
     if not names:
         raise ArgumentError(f"{op}: no plugin of it is chosen automatically on {kind}; pass --plugin")
+    elsewhere = [p for p in names if not registry.impl(op, p).dtypes.get(kind)]
+    if elsewhere:
+        where = {p: ", ".join(registry.impl(op, p).dtypes) or "no device" for p in elsewhere}
+        raise UnsupportedError(f"{op}: plugin {', '.join(f'{p} runs on {d}' for p, d in where.items())}, not on "
+                               f"{kind}; pass another --plugin or --device")
     shapes = list(shapes) if shapes else list(spec.shapes.get(kind, ()))
     if not shapes:
         raise ArgumentError(f"{op}: no representative shapes for {kind}; pass --shape, e.g. --shape 1024x1024")
@@ -238,11 +246,16 @@ def plan_pending(store: Any, pool: Any, device: str, op: str | None, plugins: Se
 def run_jobs(store: Any, pool: Any, jobs: Sequence[Job], *, plugins: Sequence[str] | None, options: Any,
              progress: Progress, budget: float | None = None, report: TuneReport | None = None) -> TuneReport:
     """Tune ``jobs`` in order (within ``budget`` seconds, checked between keys); a key that fails is noted."""
+    from kernelzoo.calibrate import ceilings_here, current_load, usable_cores
     from kernelzoo.db.records import forget_miss
     from kernelzoo.tuner.tune import tune_op
 
     report = report or TuneReport()
     start = time.monotonic()
+    report.cores = usable_cores()
+    report.load += [x for x in (current_load(),) if x is not None]
+    if jobs and options.calibrate and torch.device(jobs[0].device).type == "cpu":
+        ceilings_here("cpu", store)  # measured here, where its noise and the load are recorded with it
     progress.plan(sum(j.studies for j in jobs))
     try:
         for i, job in enumerate(jobs):
@@ -267,6 +280,7 @@ def run_jobs(store: Any, pool: Any, jobs: Sequence[Job], *, plugins: Sequence[st
     finally:
         progress.close()
         report.seconds += time.monotonic() - start
+        report.load += [x for x in (current_load(),) if x is not None]
     return report
 
 

@@ -79,8 +79,8 @@ def check_device(name: str | None, command: str) -> str:
     if kind not in ("cpu", "cuda"):
         raise ArgumentError(f"{command}: --device must be cpu or cuda, got {device!r}")
     if kind == "cuda" and not torch.cuda.is_available():
-        build = "a CPU-only build of torch" if torch.version.cuda is None else "no CUDA GPU visible"
-        raise UnsupportedError(f"{command}: --device {device}, but torch {torch.__version__} has {build}; "
+        build = "is a CPU-only build" if torch.version.cuda is None else "sees no CUDA GPU"
+        raise UnsupportedError(f"{command}: --device {device}, but torch {torch.__version__} here {build}; "
                                "run it on a machine with a GPU, or pass --device cpu")
     return device
 

@@ -5,22 +5,42 @@ from __future__ import annotations
 import argparse
 import platform
 import sys
+from typing import Any
 
 import torch
+
+from kernelzoo.commands._common import add_db, add_json, print_json
+
+_found: list[dict[str, Any]] = []  # this run's lines, for --json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("doctor", help="what kernelzoo finds here: devices, compilers, the tuning database")
-    p.add_argument("--db", help="SQLAlchemy URL of the tuning database (default: $KERNELZOO_DB or the cache dir)")
+    add_json(p, "a list of checks (name, ok, text)")
+    add_db(p)
     p.set_defaults(func=run)
 
 
 def _line(name: str, ok: bool | None, text: str) -> None:
-    mark = {True: "ok ", False: "-- ", None: "   "}[ok]
-    print(f"{mark} {name:<16} {text}")
+    _found.append({"name": name, "ok": ok, "text": text})
 
 
 def run(args: argparse.Namespace) -> int:
+    _found.clear()
+    try:
+        status = _checks(args)
+    finally:
+        if args.json:
+            print_json(_found)
+        else:
+            for line in _found:
+                mark = {True: "ok ", False: "-- ", None: "   "}[line["ok"]]
+                print(f"{mark} {line['name']:<16} {line['text']}")
+            sys.stdout.flush()
+    return status
+
+
+def _checks(args: argparse.Namespace) -> int:
     from kernelzoo import __version__
     from kernelzoo.backends import cuda, openmp
     from kernelzoo.backends import triton as triton_backend
@@ -80,5 +100,4 @@ def _database(url: str | None) -> int:
           f"{n['missed keys']} missed key(s) pending")
     files = shipped_files()
     _line("shipped", None, ", ".join(f.name for f in files) if files else "no shipped winners files")
-    sys.stdout.flush()
     return 0

@@ -1,5 +1,6 @@
-"""Progress of a tuning run on stderr: on a terminal one overall bar with an ETA (tqdm) over every study the run
-will do, elsewhere (a log, a pipe) a plain line per finished study with the count and the time left."""
+"""Progress of a run on stderr: on a terminal one overall bar with an ETA (tqdm) over every study (or other unit
+of work) the run will do, elsewhere (a log, a pipe) a plain line per finished unit with the count and the time
+left. ``kernelzoo tune`` counts studies, ``bench`` and ``demo`` their shapes and ops (:meth:`Progress.step`)."""
 
 from __future__ import annotations
 
@@ -27,15 +28,28 @@ class Progress:
         self._bar: Any = None
         self._start = time.monotonic()
 
-    def plan(self, studies: int, desc: str = "tuning") -> None:
-        """The run's size: ``studies`` searches (plugins × keys) in all."""
+    def plan(self, studies: int, desc: str = "tuning", unit: str = "studies") -> None:
+        """The run's size: ``studies`` searches (plugins × keys) in all, or other ``unit``s."""
         self.total = studies
         self._start = time.monotonic()
         if self.enabled and self.tty and studies:
             from tqdm import tqdm
 
-            self._bar = tqdm(total=studies, desc=desc, unit="study", file=self.stream, dynamic_ncols=True,
-                             bar_format="{l_bar}{bar}| {n:.1f}/{total} studies [{elapsed}<{remaining}] {postfix}")
+            count = ("{n:.1f}" if unit == "studies" else "{n:.0f}") + "/{total} " + unit
+            self._bar = tqdm(total=studies, desc=desc, file=self.stream, dynamic_ncols=True,
+                             bar_format="{l_bar}{bar}| " + count + " [{elapsed}<{remaining}] {postfix}")
+
+    def step(self, label: str) -> None:
+        """One unit (not a study) has ended: ``label`` says which."""
+        self._done += 1
+        if not self.enabled:
+            return
+        if self._bar is not None:
+            self._bar.n = self.done
+            self._bar.set_postfix_str(label, refresh=True)
+        else:
+            self.stream.write(f"[{self.done:.0f}/{self.total}{self._eta()}] {label}\n")
+            self.stream.flush()
 
     @property
     def done(self) -> float:
@@ -70,15 +84,17 @@ class Progress:
             self._bar.n = self.done
             self._bar.refresh()
 
-    def note(self, text: str, detail: bool = False) -> None:
-        """A line of its own (a skipped key, a calibration); ``detail`` lines only when verbose."""
-        if not self.enabled or (detail and not self.verbose):
+    def note(self, text: str, detail: bool = False, file: TextIO | None = None) -> None:
+        """A line of its own (a skipped key, a calibration) on stderr, or on ``file`` (a result's table on stdout,
+        which is written whether progress is shown or not); ``detail`` lines only when verbose."""
+        if file is None and (not self.enabled or (detail and not self.verbose)):
             return
+        out = file or self.stream
         if self._bar is not None:
-            self._bar.write(text, file=self.stream)
+            self._bar.write(text, file=out)
         else:
-            self.stream.write(text + "\n")
-            self.stream.flush()
+            out.write(text + "\n")
+            out.flush()
 
     def close(self) -> None:
         if self._bar is not None:

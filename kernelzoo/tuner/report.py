@@ -11,9 +11,11 @@ from kernelzoo.tuner.tune import ShapeReport
 if TYPE_CHECKING:
     from kernelzoo.autotune import TuneReport
 
-# a time below the floor means the ceilings it comes from are too low: a calibration taken under load, say
-RECALIBRATE = ("a '!' marks a time under the floor, which cannot be: the device's ceilings are too low (a "
-               "calibration measured under load?); re-measure them with `kernelzoo bench --calibrate`")
+# a time below the floor: inputs held in a cache whose bandwidth the floor does not count (CPU), or ceilings that are
+# too low (a calibration taken under load)
+RECALIBRATE = ("a '!' marks a time under the floor: the inputs fit in a cache faster than the measured bandwidth, "
+               "or the device's ceilings are too low (a calibration under load?); re-measure them with "
+               "`kernelzoo bench --calibrate`")
 
 
 def floor_pct(floor: float | None, ms: float) -> str:
@@ -81,21 +83,26 @@ def format_summary(report: TuneReport) -> str:
         w = best.get(r.winner) if r.winner else None
         torch_ms = best["torch"].time_ms if "torch" in best else None
         pct = floor_pct(floor, w.time_ms) if w else "-"
+        key = f"{r.op} {r.dtype} {r.shape_text}" + (f" {r.flags}" if r.flags else "")
         over = over or pct.endswith("!")
         if w is None:
             why = "; ".join(f"{p.plugin}: {p.skipped or 'no verified config'}" for p in r.plugins)
-            rows.append((r.op, r.dtype, r.shape_text, r.flags or "-", "none", "-", "-", "-", "-", why[:100]))
+            rows.append((key, "none", "-", "-", "-", "-", why[:100]))
             continue
-        rows.append((r.op, r.dtype, r.shape_text, r.flags or "-", r.winner, f"{w.time_ms:.4g}",
+        rows.append((key, r.winner, f"{w.time_ms:.4g}",
                      f"{100 * w.spread:.1f}%", f"{torch_ms / w.time_ms:.2f}x" if torch_ms else "-", pct,
                      json.dumps(dict(w.config)) if w.config else "-"))
     lines = []
     if rows:
         device = report.keys[0].fingerprint.describe()
-        lines.append(format_table(("op", "dtype", "shape", "flags", "winner", "ms", "noise", "vs torch", "% floor",
-                                   "config / why none"), rows, title=f"tuned on {device}: {len(rows)} key(s)"))
+        lines.append(format_table(("key", "winner", "ms", "noise", "vs torch", "% floor", "config / why none"), rows,
+                                  title=f"tuned on {device}: {len(rows)} key(s)"))
     if over:
         lines.append(RECALIBRATE)
+    from kernelzoo.calibrate import load_note
+
+    if note := load_note(report.load, report.cores):
+        lines.append(f"note: {note}")
     lines += [f"skipped {key}: {why}" for key, why in report.skipped]
     if report.not_started:
         lines.append(f"the time budget left {len(report.not_started)} key(s) untouched: "
