@@ -114,6 +114,7 @@ def _table(title: str, rows: list[dict]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from kernelzoo.calibrate import current_load, load_note, usable_cores
     from kernelzoo.tuner.progress import Progress
 
     registry.load()
@@ -130,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
           f"timed against torch; about {estimate} s{more}", file=sys.stderr, flush=True)
     progress = Progress()
     progress.plan(len(names), "demo", "ops")
-    start, everything = time.monotonic(), []
+    start, everything, load = time.monotonic(), [], [current_load()]
     for name in names:
         title, rows = _run_op(name, device, dtype, BUDGET_MS[bool(args.full)])
         everything += rows
@@ -138,6 +139,8 @@ def run(args: argparse.Namespace) -> int:
         if not args.json:
             progress.note(_table(f"\n{title} on {device}", rows), file=sys.stdout)
     progress.close()
+    load.append(current_load())
+    busy = load_note([x for x in load if x is not None], usable_cores())
     bad = [r for r in everything if r["check"] != "ok"]
     if args.json:
         print_json(everything)
@@ -145,4 +148,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"\n{len(names)} ops, {len(everything)} plugin runs in {time.monotonic() - start:.0f} s: " +
               ("every output within tolerance" if not bad else
                f"{len(bad)} not ok: " + ", ".join(f"{r['op']}/{r['plugin']} {r['check']}" for r in bad)))
+        if busy:
+            print(f"note: {busy}")
     return FAILED if bad else OK

@@ -37,7 +37,7 @@ class Progress:
 
             count = ("{n:.1f}" if unit == "studies" else "{n:.0f}") + "/{total} " + unit
             self._bar = tqdm(total=studies, desc=desc, file=self.stream, dynamic_ncols=True,
-                             bar_format="{l_bar}{bar}| " + count + " [{elapsed}<{remaining}] {postfix}")
+                             bar_format="{l_bar}{bar}| " + count + " [{elapsed}<{remaining}]{postfix}")
 
     def step(self, label: str) -> None:
         """One unit (not a study) has ended: ``label`` says which."""

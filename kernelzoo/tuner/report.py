@@ -97,6 +97,8 @@ def format_summary(report: TuneReport) -> str:
         device = report.keys[0].fingerprint.describe()
         lines.append(format_table(("key", "winner", "ms", "noise", "vs torch", "% floor", "config / why none"), rows,
                                   title=f"tuned on {device}: {len(rows)} key(s)"))
+    sources = {r.ceilings.source for r in report.keys if r.ceilings is not None}
+    lines += [f"ceilings: {source}" for source in sorted(sources) if "under load" in source]
     if over:
         lines.append(RECALIBRATE)
     from kernelzoo.calibrate import load_note
