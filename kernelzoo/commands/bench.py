@@ -70,12 +70,13 @@ def _check(args: argparse.Namespace) -> None:
                             f"{args.max_run_ms}")
 
 
-def _calibrate(device: torch.device) -> dict[str, Any]:
+def _calibrate(device: torch.device, quiet: bool) -> dict[str, Any]:
     from kernelzoo.calibrate import calibrate, describe
     from kernelzoo.fingerprint import fingerprint
 
     measured = calibrate(device)
-    print(f"kernelzoo: calibrated {fingerprint(device).describe()}: {describe(measured)}; stored", file=sys.stderr)
+    if not quiet:  # with --json the calibration is part of the JSON
+        print(f"calibrated {fingerprint(device).describe()}: {describe(measured)}; stored", flush=True)
     return measured
 
 
@@ -92,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     registry.load()
     _check(args)
     device = _device(args.device)
-    calibration = _calibrate(device) if args.calibrate else None
+    calibration = _calibrate(device, args.json) if args.calibrate else None
     ceilings = ceilings_here(device) if args.op else None
     planned = []
     for op in args.op or ():
