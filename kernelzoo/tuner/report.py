@@ -94,7 +94,7 @@ def format_summary(report: TuneReport) -> str:
                      json.dumps(dict(w.config)) if w.config else "-"))
     lines = []
     if rows:
-        device = report.keys[0].fingerprint.describe()
+        device = " and ".join(dict.fromkeys(r.fingerprint.describe() for r in report.keys))
         lines.append(format_table(("key", "winner", "ms", "noise", "vs torch", "% floor", "config / why none"), rows,
                                   title=f"tuned on {device}: {len(rows)} key(s)"))
     sources = {r.ceilings.source for r in report.keys if r.ceilings is not None}
