@@ -45,13 +45,13 @@ def load_note(load: list[float], cores: int | None) -> str:
             "so the times are noisy and may be slow")
 
 
-def describe(measured: dict[str, Any]) -> str:
-    """A calibration in one line: its rates, their noise and the load it saw."""
+def describe(measured: dict[str, Any], with_load: bool = True) -> str:
+    """A calibration in one line: its rates, their noise and (``with_load``) the load it saw if that was high."""
     noise = measured.get("noise") or {}
     rates = ", ".join(f"{d} {t:.3g}" + (f" (noise {100 * noise[d]:.0f}%)" if d in noise else "")
                       for d, t in measured["tflops"].items())
     copy_noise = f" (noise {100 * noise['copy']:.0f}%)" if "copy" in noise else ""
-    note = load_note(measured.get("load") or [], measured.get("cores"))
+    note = load_note(measured.get("load") or [], measured.get("cores")) if with_load else ""
     return (f"copy {measured['bandwidth_gbs']:.4g} GB/s{copy_noise}, matmul TFLOP/s {rates}"
             + (f"; {note}" if note else ""))
 

@@ -98,6 +98,21 @@ def _database(url: str | None) -> int:
     _line("winners", None, f"{current} key(s) with a current winner, {n['winners']} per-plugin row(s) "
           f"({sum(len(s) for _, _, s in keys)} stale), {n['devices']} device(s), {n['trials']} trial(s), "
           f"{n['missed keys']} missed key(s) pending")
+    _ceilings(store)
     files = shipped_files()
     _line("shipped", None, ", ".join(f.name for f in files) if files else "no shipped winners files")
     return 0
+
+
+def _ceilings(store: Any) -> None:
+    """The CPU's stored calibration (the floor of % floor), its noise and the load it was measured under."""
+    from kernelzoo.calibrate import describe, load_note
+    from kernelzoo.db.records import device_ceilings
+    from kernelzoo.fingerprint import cpu_fingerprint
+
+    found = device_ceilings(store, cpu_fingerprint())
+    if not found:
+        _line("cpu ceilings", None, "not measured yet (kernelzoo bench --calibrate --device cpu, or the first tune)")
+        return
+    busy = bool(load_note(found.get("load") or [], found.get("cores")))
+    _line("cpu ceilings", not busy, f"{describe(found, with_load=False)} ({found.get('source', 'measured')})")
