@@ -1,10 +1,12 @@
 """The ``kernelzoo`` command. Each module of ``kernelzoo.commands`` adds its subcommands
-through ``register(subparsers)``; a new command is a new module there."""
+through ``register(subparsers)``; a new command is a new module there (modules whose name starts
+with ``_`` are shared helpers, not commands)."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import signal
 import sys
@@ -13,16 +15,25 @@ from collections.abc import Sequence
 from types import FrameType
 
 import kernelzoo.commands
+from kernelzoo.commands._common import EXIT_CODES, FAILED, USAGE
 from kernelzoo.db.store import forget_stores
-from kernelzoo.errors import KernelzooError
+from kernelzoo.errors import ArgumentError, DTypeError, KernelzooError, UnknownError
+
+# errors in what the user typed (exit 2); every other kernelzoo error is about this machine or a run (exit 1)
+USAGE_ERRORS = (ArgumentError, DTypeError, UnknownError)
 
 
 def parser() -> argparse.ArgumentParser:
+    from kernelzoo import __version__
+
     top = argparse.ArgumentParser(
-        prog="kernelzoo", description="Deep-learning kernels in every plugin kind, tuned per device and shape.")
+        prog="kernelzoo", description="Deep-learning kernels in every plugin kind, tuned per device and shape.",
+        epilog=EXIT_CODES + ". Every reporting command takes --json (JSON on stdout).")
+    top.add_argument("--version", action="version", version=f"kernelzoo {__version__}")
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for info in sorted(pkgutil.iter_modules(kernelzoo.commands.__path__), key=lambda i: i.name):
-        importlib.import_module(f"kernelzoo.commands.{info.name}").register(sub)
+        if not info.name.startswith("_"):
+            importlib.import_module(f"kernelzoo.commands.{info.name}").register(sub)
     return top
 
 
@@ -59,14 +70,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BaseException as exc:
         if (interrupt := _interruption(exc)) is not None:
             return 128 + signal.SIGTERM if isinstance(interrupt, _Terminated) else 130
+        if isinstance(exc, BrokenPipeError):  # `kernelzoo list --json | head`: the reader has had enough
+            _quiet_stdout()
+            return 128 + getattr(signal, "SIGPIPE", 13)
         if isinstance(exc, KernelzooError):
             print(f"kernelzoo: {exc}", file=sys.stderr)
-            return 2
+            return USAGE if isinstance(exc, USAGE_ERRORS) else FAILED
         raise
     finally:
         if main_thread:
             signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
         forget_stores()
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so that flushing it at exit does not raise into a second traceback."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout is not a file descriptor (a test's capture)
+        pass
 
 
 if __name__ == "__main__":

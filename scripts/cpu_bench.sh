@@ -11,7 +11,7 @@ ops=$(python3 -c "import kernelzoo; print(' '.join(sorted(kernelzoo.registry.loa
 args=()
 for op in $ops; do args+=(--op "$op"); done
 # 10 s a run lets the python plugins' matmuls be timed, 3 runs each (1024^3: 4.5 s a run on 2 busy cores)
-kernelzoo bench --device cpu --dtype float32 "${args[@]}" --json "$res/{op}.json" --plot "$res/{op}.png" \
+kernelzoo bench --device cpu --dtype float32 "${args[@]}" --output "$res/{op}.json" --plot "$res/{op}.png" \
     --budget-ms 200 --max-run-ms 10000 2>&1 | tee "$res/bench.log"
 python3 examples/gelu_fusion.py --device cpu --out "$res/gelu_fusion.md" 2>&1 | tee -a "$res/bench.log"
 python3 -m pytest benchmarks/ --benchmark-only -k "softmax and float32" --bench-device cpu -q -p no:cacheprovider \

@@ -24,7 +24,7 @@ if [ "${CHECKS:-1}" = 1 ]; then
 fi
 for op in ${TUNE_OPS-attention attention_backward}; do
     start=$SECONDS
-    timeout "${TUNE_TIMEOUT:-200}" kernelzoo tune --op "$op" --quiet "$@" > "$out/tune-$op.txt" 2>&1
+    timeout "${TUNE_TIMEOUT:-200}" kernelzoo tune --op "$op" -v --quiet "$@" > "$out/tune-$op.txt" 2>&1
     echo "kernelzoo tune --op $op $*: rc=$? in $((SECONDS - start)) s"
 done
 kernelzoo show --json > "$out/winners.json" 2>/dev/null

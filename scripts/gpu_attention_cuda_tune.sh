@@ -15,9 +15,9 @@ fi
 start=$SECONDS
 for op in ${OPS:-attention attention_backward}; do
     if [ "$op" = attention ]; then
-        kernelzoo tune --op attention --plugin cuda --trials "${FWD_TRIALS:-8}" --quiet >> "$out/tune.log" 2>&1
+        kernelzoo tune --op attention --plugin cuda --trials "${FWD_TRIALS:-8}" -v --quiet >> "$out/tune.log" 2>&1
     else
-        kernelzoo tune --op "$op" --dtype float16 --plugin cuda --trials "${BWD_TRIALS:-8}" --quiet >> "$out/tune.log" 2>&1
+        kernelzoo tune --op "$op" --dtype float16 --plugin cuda --trials "${BWD_TRIALS:-8}" -v --quiet >> "$out/tune.log" 2>&1
     fi
     echo "$op cuda: rc $?, $((SECONDS - start)) s"
 done

@@ -57,7 +57,7 @@ done
 # than 250 ms a run (the python ones on the biggest shapes) is reported, not timed. One dtype per op
 # group fits the time: fp32 for the memory-bound ops and fp16 for attention (PERF.md's figures), bf16
 # for the matmuls and convolutions (cuDNN runs fp32 convolutions as TF32, past the fp32 floor).
-bench=(kernelzoo bench --device cuda --json "$res/{op}.json" --plot "$res/{op}.png" --budget-ms 25 --max-run-ms 250)
+bench=(kernelzoo bench --device cuda --output "$res/{op}.json" --plot "$res/{op}.png" --budget-ms 25 --max-run-ms 250)
 
 step 150 "bench memory-bound ops" "${bench[@]}" "${memory[@]}" --dtype float32
 step 60 "pytest-benchmark softmax" python3 -m pytest benchmarks/ --benchmark-only -k softmax -q -p no:cacheprovider \

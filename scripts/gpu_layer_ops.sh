@@ -26,11 +26,11 @@ esac
 start=$SECONDS
 for op in "${ops[@]}"; do
     timeout "${OP_TIMEOUT:-200}" kernelzoo tune --op "$op" --device cuda --plugin triton --plugin cuda --plugin torch \
-        --dtype "$dtype" --trials "${TRIALS:-12}" --budget-ms "${BUDGET_MS:-40}" --quiet >>"$res/tune.log" 2>&1
+        --dtype "$dtype" --trials "${TRIALS:-12}" --budget-ms "${BUDGET_MS:-40}" -v --quiet >>"$res/tune.log" 2>&1
     echo "tune $op: exit $? at $((SECONDS - start)) s" | tee -a "$res/tune.log"
 done
 bench=(kernelzoo bench --device cuda --calibrate --budget-ms 25 --max-run-ms 250 --plugin triton --plugin cuda
-       --plugin torch --dtype "$dtype" --json "$res/{op}.json" --plot "$res/{op}.png")
+       --plugin torch --dtype "$dtype" --output "$res/{op}.json" --plot "$res/{op}.png")
 for op in "${ops[@]}"; do bench+=(--op "$op"); done
 timeout "${BENCH_TIMEOUT:-240}" "${bench[@]}" >"$res/bench.txt" 2>&1
 echo "bench: exit $? at $((SECONDS - start)) s" | tee -a "$res/tune.log"

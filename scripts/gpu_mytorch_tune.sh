@@ -10,7 +10,7 @@ export KERNELZOO_DB="sqlite:///$out/tuning.db"
 python3 scripts/mytorch_bench.py --out "$out" > "$out/before.txt" 2>&1 || { cat "$out/before.txt"; exit 1; }
 kernelzoo doctor > "$out/doctor-before.txt" 2>&1
 start=$SECONDS
-kernelzoo tune --pending --quiet "$@" > "$out/tune.txt" 2>&1
+kernelzoo tune --pending -v --quiet "$@" > "$out/tune.txt" 2>&1
 echo "tune --pending $*: rc=$? in $((SECONDS - start)) s" > "$out/tune-time.txt"
 kernelzoo show --json > "$out/winners.json" 2>/dev/null
 python3 scripts/mytorch_bench.py --out "$out" > "$out/after.txt" 2>&1

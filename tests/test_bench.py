@@ -38,7 +38,7 @@ def tmp_db(tmp_path, monkeypatch):
 def test_bench_prints_tables_and_writes_json_rows_and_a_plot(tmp_db, tmp_path, capsys):
     out_json, out_png = tmp_path / "relu.json", tmp_path / "relu.png"
     assert main(["bench", "--op", "relu", "--device", "cpu", "--shape", "256x256", "--shape", "64x1024", "--dtype",
-                 "float32", "--budget-ms", "5", "--json", str(out_json), "--plot", str(out_png)]) == 0
+                 "float32", "--budget-ms", "5", "--output", str(out_json), "--plot", str(out_png)]) == 0
     out = capsys.readouterr().out
     assert "vs torch" in out and "% floor" in out and "dispatch: " in out
     data = json.loads(out_json.read_text())
@@ -109,7 +109,7 @@ def test_the_help_texts_format(capsys):
 
 
 def test_several_ops_need_a_path_per_op(capsys):
-    assert main(["bench", "--op", "relu", "--op", "gelu", "--json", "out.json"]) == 2
+    assert main(["bench", "--op", "relu", "--op", "gelu", "--output", "out.json"]) == 2
     assert "must contain {op}" in capsys.readouterr().err
 
 

@@ -19,7 +19,7 @@ from kernelzoo.registry import registry
 
 def test_bench_host_prints_every_op_and_mode_with_finite_ratios(tmp_path, capsys):
     out = tmp_path / "host.json"
-    assert main(["bench", "--host", "--device", "cpu", "--calls", "2", "--rounds", "1", "--json", str(out)]) == 0
+    assert main(["bench", "--host", "--device", "cpu", "--calls", "2", "--rounds", "1", "--output", str(out)]) == 0
     table = capsys.readouterr().out
     assert "host µs per call on cpu (ratio to torch)" in table
     data = json.loads(out.read_text())
@@ -99,7 +99,7 @@ def test_tensor_list_calls_are_chosen_and_run_each_time():
 
 def test_bench_mytorch_step_quick_times_every_runner_that_runs_here(tmp_path, capsys):
     out = tmp_path / "step.json"
-    assert main(["bench", "--mytorch-step", "--quick", "--device", "cpu", "--json", str(out)]) == 0
+    assert main(["bench", "--mytorch-step", "--quick", "--device", "cpu", "--output", str(out)]) == 0
     table = capsys.readouterr().out
     rows = {r["runner"]: r for r in json.loads(out.read_text())["rows"]}
     assert set(rows) == {"torch", "torch.compile", "mytorch", "mytorch graphed"}
@@ -120,7 +120,7 @@ def test_bench_mytorch_step_refuses_a_bad_config(capsys):
 def test_bench_host_split_times_each_layer_of_a_forward_call(tmp_path, capsys):
     out = tmp_path / "host.json"
     assert main(["bench", "--host", "--device", "cpu", "--op", "softmax", "--calls", "2", "--rounds", "1", "--split",
-                 "--json", str(out)]) == 0
+                 "--output", str(out)]) == 0
     assert "forward call, host µs by layer, the plugin forced, on cpu" in capsys.readouterr().out
     split = json.loads(out.read_text())["split"]
     assert {r["plugin"] for r in split} >= {"openmp", "torch"} and {r["op"] for r in split} == {"softmax"}

@@ -51,7 +51,7 @@ def _check(done: subprocess.CompletedProcess) -> str:
 
 def test_tune_prints_the_table_show_lists_the_winner_and_a_new_process_runs_it(tmp_db):
     op = "softmax" if "softmax" in registry.load().ops else "relu"
-    out = _check(kernelzoo_cli("tune", "--op", op, "--trials", "20", "--shape", "64x256", *FAST, "--db", tmp_db))
+    out = _check(kernelzoo_cli("tune", "--op", op, "--trials", "20", "--shape", "64x256", *FAST, "-v", "--db", tmp_db))
     assert "plugin" in out and "vs torch" in out and "% floor" in out and "winner: " in out
     shown = json.loads(_check(kernelzoo_cli("show", "--op", op, "--json", "--db", tmp_db)))
     (winner,) = shown

@@ -319,10 +319,14 @@ def meta(rows: Sequence[HostRow], command: Sequence[str] = ()) -> dict[str, Any]
             "load": [os.getloadavg()[0]] if hasattr(os, "getloadavg") else []}
 
 
-def write_json(path: str | Path, rows: Sequence[HostRow], command: Sequence[str] = (),
-               splits: Sequence[SplitRow] = ()) -> None:
+def json_data(rows: Sequence[HostRow], command: Sequence[str] = (), splits: Sequence[SplitRow] = ()) -> dict:
     """``{"meta": {...}, "rows": [...], "split": [...]}``: every row (HostRow's fields), the layer-by-layer rows
     (SplitRow's, with rest_us), and where they were measured."""
+    return {"meta": meta(rows, command), "rows": [r.to_dict() for r in rows], "split": [r.to_dict() for r in splits]}
+
+
+def write_json(path: str | Path, rows: Sequence[HostRow], command: Sequence[str] = (),
+               splits: Sequence[SplitRow] = ()) -> None:
+    """:func:`json_data` written to ``path``."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    data = {"meta": meta(rows, command), "rows": [r.to_dict() for r in rows], "split": [r.to_dict() for r in splits]}
-    Path(path).write_text(json.dumps(data, indent=1) + "\n")
+    Path(path).write_text(json.dumps(json_data(rows, command, splits), indent=1) + "\n")

@@ -1,15 +1,19 @@
 """``kernelzoo bench``: every plugin of an op against torch, per shape: time, rates, % of the floor, the ratio
-to torch and dispatch's choice; ``--json`` keeps every row, ``--plot`` draws throughput against size."""
+to torch and dispatch's choice; ``--json`` prints every row on stdout, ``--output`` writes them to a file,
+``--plot`` draws throughput against size."""
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
+from typing import Any
 
 import torch
 
-from kernelzoo.errors import ArgumentError
+from kernelzoo.commands._common import add_db, add_json, check_device, check_ops, check_plugins, print_json
+from kernelzoo.errors import ArgumentError, UnsupportedError
 from kernelzoo.registry import registry
 
 
@@ -22,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "TFLOP/s and GB/s, % of the floor (max(FLOPs / peak, bytes / bandwidth) from the device's ceilings: "
         "built in for known GPUs, else measured once by --calibrate and stored), the ratio to torch (above 1: "
         "faster) and, starred, the plugin kernelzoo.ops would run.")
-    p.add_argument("--op", action="append", help="the op (repeatable: then --json and --plot paths need {op})")
+    p.add_argument("--op", action="append", help="the op (repeatable: then --output and --plot paths need {op})")
     p.add_argument("--plugin", action="append", help="only this plugin (repeatable; default: every plugin of the "
                    "op that runs on the device)")
     p.add_argument("--shape", action="append", help="a shape like 4096x4096 (repeatable; default: the op's "
@@ -30,7 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dtype", action="append", help="float32, float16 or bfloat16 (repeatable; default: every "
                    "dtype torch takes on the device)")
     p.add_argument("--device", help="cpu or cuda (default: cuda if there is a GPU)")
-    p.add_argument("--json", metavar="FILE", help="write every row and where it was measured to FILE")
+    add_json(p, "every row and where it was measured ({\"meta\": ..., \"rows\": [...]}), instead of the tables")
+    p.add_argument("--output", metavar="FILE.json", help="also write the JSON of each op to FILE.json")
     p.add_argument("--plot", metavar="FILE.png", help="plot throughput against size, a line per plugin")
     p.add_argument("--budget-ms", type=float, default=100.0, help="measuring time per plugin and shape "
                    "(default 100; at least 5 runs)")
@@ -38,8 +43,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "longer (default 1000)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     p.add_argument("--calibrate", action="store_true", help="measure the device's copy bandwidth and matmul "
-                   "rates first and store them for it (about a second)")
-    p.add_argument("--db", help="SQLAlchemy URL of the tuning database (default: $KERNELZOO_DB or the cache dir)")
+                   "rates first (again, if they were measured before) and store them for it, with the noise and "
+                   "the machine's load seen (a few seconds)")
+    add_db(p)
     host = p.add_argument_group("host cost (--host)")
     host.add_argument("--host", action="store_true", help="host µs per call instead: torch's own op, "
                       "kernelzoo.ops (auto) and each plugin forced, on small inputs, forward and forward+backward, "
@@ -67,44 +73,38 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _device(name: str | None) -> torch.device:
-    device = torch.device(name or ("cuda" if torch.cuda.is_available() else "cpu"))
-    if device.type not in ("cpu", "cuda"):
-        raise ArgumentError(f"bench: --device must be cpu or cuda, got {name!r}")
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ArgumentError("bench: --device cuda, but torch sees no CUDA GPU")
-    return device
+    return torch.device(check_device(name, "bench"))
 
 
 def _check(args: argparse.Namespace) -> None:
     if not args.op and not args.calibrate:
         raise ArgumentError("bench: pass --op OP (or --calibrate)")
-    for op in args.op or ():
-        registry.op(op)  # UnknownError listing the ops
-    for flag, path in (("--json", args.json), ("--plot", args.plot)):
+    check_ops(args.op)
+    for flag, path in (("--output", args.output), ("--plot", args.plot)):
         if path and len(args.op or ()) > 1 and "{op}" not in path:
             raise ArgumentError(f"bench: {flag} {path!r} with several ops must contain {{op}}, e.g. out/{{op}}.json")
-    known = {i.plugin for op in args.op or () for i in registry.implementations(op)}
-    unknown = sorted(set(args.plugin or ()) - known)
-    if unknown:
-        raise ArgumentError(f"bench: no op of {', '.join(args.op)} has plugin(s) {', '.join(unknown)}; "
-                            f"their plugins: {', '.join(sorted(known))}")
+    if args.plugin and args.op:
+        check_plugins(args.plugin, args.op)
+    if args.plot and importlib.util.find_spec("matplotlib") is None:  # before the run, not after it
+        raise UnsupportedError("bench: --plot needs matplotlib, which is not installed here; "
+                               "pip install matplotlib (or leave out --plot)")
     if args.budget_ms <= 0 or args.max_run_ms <= 0:
         raise ArgumentError(f"bench: --budget-ms and --max-run-ms must be > 0, got {args.budget_ms}, "
                             f"{args.max_run_ms}")
 
 
-def _calibrate(device: torch.device) -> None:
-    from kernelzoo.calibrate import calibrate
+def _calibrate(device: torch.device, quiet: bool) -> dict[str, Any]:
+    from kernelzoo.calibrate import calibrate, describe
     from kernelzoo.fingerprint import fingerprint
 
     measured = calibrate(device)
-    rates = ", ".join(f"{d} {t:.3g}" for d, t in measured["tflops"].items())
-    print(f"calibrated {fingerprint(device).describe()}: copy {measured['bandwidth_gbs']:.4g} GB/s, "
-          f"matmul TFLOP/s {rates}; stored")
+    if not quiet:  # with --json the calibration is part of the JSON
+        print(f"calibrated {fingerprint(device).describe()}: {describe(measured)}; stored", flush=True)
+    return measured
 
 
 def _host(args: argparse.Namespace) -> int:
-    from kernelzoo.bench.host import OPS, format_rows, format_split, measure, split, write_json
+    from kernelzoo.bench.host import OPS, format_rows, format_split, json_data, measure, split, write_json
 
     ops = args.op or list(OPS)
     for op in ops:
@@ -121,15 +121,19 @@ def _host(args: argparse.Namespace) -> int:
     for device in devices:
         rows += measure(ops, device, calls=args.calls, rounds=args.rounds, plugins=args.plugin,
                         progress=lambda what: print(f"  {what} ...", file=sys.stderr, flush=True))
-    print(format_rows(rows))
+    if not args.json:
+        print(format_rows(rows))
     splits = []
     if args.split:
         for device in devices:
             splits += split(ops, device, calls=args.calls, rounds=args.rounds, plugins=args.plugin)
-            print()
-            print(format_split([r for r in splits if r.device == device.type]))
+            if not args.json:
+                print()
+                print(format_split([r for r in splits if r.device == device.type]))
+    if args.output:
+        write_json(args.output, rows, sys.argv[1:], splits)
     if args.json:
-        write_json(args.json, rows, sys.argv[1:], splits)
+        print_json(json_data(rows, sys.argv[1:], splits))
     return 0
 
 
@@ -161,14 +165,18 @@ def _mytorch_step(args: argparse.Namespace) -> int:
     device = _device(args.device)
     rows = measure(configs, device, steps=steps, warmup=1 if args.quick else 3, vocab=64 if args.quick else 1000,
                    runners=runners, progress=lambda what: print(f"  {what} ...", file=sys.stderr, flush=True))
-    print(format_rows(rows))
-    if args.json:
+    if not args.json:
+        print(format_rows(rows))
+    info = meta([], sys.argv[1:])
+    info["devices"] = {device.type: torch.cuda.get_device_name() if device.type == "cuda" else "cpu"}
+    data = {"meta": info, "rows": [r.to_dict() for r in rows]}
+    if args.output:
         from pathlib import Path
 
-        info = meta([], sys.argv[1:])
-        info["devices"] = {device.type: torch.cuda.get_device_name() if device.type == "cuda" else "cpu"}
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps({"meta": info, "rows": [r.to_dict() for r in rows]}, indent=1) + "\n")
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.output).write_text(json.dumps(data, indent=1) + "\n")
+    if args.json:
+        print_json(data)
     return 1 if any(r.status == "failed" for r in rows) else 0
 
 
@@ -177,7 +185,8 @@ def run(args: argparse.Namespace) -> int:
     from kernelzoo.bench.plot import plot
     from kernelzoo.bench.report import format_group, write_json
     from kernelzoo.bench.run import bench_groups, meta
-    from kernelzoo.calibrate import ceilings_here
+    from kernelzoo.calibrate import ceilings_here, load_note
+    from kernelzoo.tuner.progress import Progress
 
     if args.db:
         os.environ["KERNELZOO_DB"] = args.db  # dispatch's winner lookup reads the same database
@@ -188,9 +197,9 @@ def run(args: argparse.Namespace) -> int:
         return _mytorch_step(args)
     _check(args)
     device = _device(args.device)
-    if args.calibrate:
-        _calibrate(device)
+    calibration = _calibrate(device, args.json) if args.calibrate else None
     ceilings = ceilings_here(device) if args.op else None
+    planned = []
     for op in args.op or ():
         spec = registry.op(op)
         shapes = [spec.parse_shape(s) for s in args.shape] if args.shape else None
@@ -199,17 +208,34 @@ def run(args: argparse.Namespace) -> int:
         if not found:
             print(f"kernelzoo: {op}: nothing to bench on {device.type} for these plugins, dtypes and shapes",
                   file=sys.stderr)
+        planned.append((op, found))
+    progress = Progress()
+    progress.plan(sum(len({(c.dtype, c.shape, c.params) for c in found}) for _, found in planned), "bench", "shapes")
+    everything: dict[str, Any] = {"meta": None, "rows": []}
+    if calibration is not None:
+        everything["calibration"] = calibration
+    for op, found in planned:
+        if not found:
             continue
         info = meta(device, ceilings, sys.argv[1:])
         rows = []
         for group in bench_groups(found, device, ceilings, budget_ms=args.budget_ms, max_run_ms=args.max_run_ms,
                                   seed=args.seed):
-            print(format_group(group, info["device"], info["ceilings"]), end="\n\n", flush=True)
+            progress.step(f"{op} {group[0].dtype} {group[0].shape}")
+            if not args.json:
+                progress.note(format_group(group, info["device"], info["ceilings"]) + "\n", file=sys.stdout)
             rows += group
         if hasattr(os, "getloadavg"):
             info["load"].append(os.getloadavg()[0])
-        if args.json:
-            write_json(args.json.replace("{op}", op), info, rows)
+        if (note := load_note(info["load"], info["cores"])) and not args.json:
+            progress.note(f"note: {note}", file=sys.stdout)
+        if args.output:
+            write_json(args.output.replace("{op}", op), info, rows)
         if args.plot:
             plot(rows, info, args.plot.replace("{op}", op))
+        everything["meta"] = everything["meta"] or info
+        everything["rows"] += [r.to_dict() for r in rows]
+    progress.close()
+    if args.json:
+        print_json(everything)
     return 0

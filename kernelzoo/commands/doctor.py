@@ -5,22 +5,42 @@ from __future__ import annotations
 import argparse
 import platform
 import sys
+from typing import Any
 
 import torch
+
+from kernelzoo.commands._common import add_db, add_json, print_json
+
+_found: list[dict[str, Any]] = []  # this run's lines, for --json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("doctor", help="what kernelzoo finds here: devices, compilers, the tuning database")
-    p.add_argument("--db", help="SQLAlchemy URL of the tuning database (default: $KERNELZOO_DB or the cache dir)")
+    add_json(p, "a list of checks (name, ok, text)")
+    add_db(p)
     p.set_defaults(func=run)
 
 
 def _line(name: str, ok: bool | None, text: str) -> None:
-    mark = {True: "ok ", False: "-- ", None: "   "}[ok]
-    print(f"{mark} {name:<16} {text}")
+    _found.append({"name": name, "ok": ok, "text": text})
 
 
 def run(args: argparse.Namespace) -> int:
+    _found.clear()
+    try:
+        status = _checks(args)
+    finally:
+        if args.json:
+            print_json(_found)
+        else:
+            for line in _found:
+                mark = {True: "ok ", False: "-- ", None: "   "}[line["ok"]]
+                print(f"{mark} {line['name']:<16} {line['text']}")
+            sys.stdout.flush()
+    return status
+
+
+def _checks(args: argparse.Namespace) -> int:
     from kernelzoo import __version__
     from kernelzoo.backends import cuda, openmp
     from kernelzoo.backends import triton as triton_backend
@@ -78,7 +98,21 @@ def _database(url: str | None) -> int:
     _line("winners", None, f"{current} key(s) with a current winner, {n['winners']} per-plugin row(s) "
           f"({sum(len(s) for _, _, s in keys)} stale), {n['devices']} device(s), {n['trials']} trial(s), "
           f"{n['missed keys']} missed key(s) pending")
+    _ceilings(store)
     files = shipped_files()
     _line("shipped", None, ", ".join(f.name for f in files) if files else "no shipped winners files")
-    sys.stdout.flush()
     return 0
+
+
+def _ceilings(store: Any) -> None:
+    """The CPU's stored calibration (the floor of % floor), its noise and the load it was measured under."""
+    from kernelzoo.calibrate import describe, load_note
+    from kernelzoo.db.records import device_ceilings
+    from kernelzoo.fingerprint import cpu_fingerprint
+
+    found = device_ceilings(store, cpu_fingerprint())
+    if not found:
+        _line("cpu ceilings", None, "not measured yet (kernelzoo bench --calibrate --device cpu, or the first tune)")
+        return
+    busy = bool(load_note(found.get("load") or [], found.get("cores")))
+    _line("cpu ceilings", not busy, f"{describe(found, with_load=False)} ({found.get('source', 'measured')})")

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import json
 
+from kernelzoo.commands._common import add_json, check_ops, print_json
 from kernelzoo.registry import dtype_name, registry
 from kernelzoo.table import format_table
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("list", help="list ops and plugins with their availability")
-    p.add_argument("--json", action="store_true", help="print a JSON list of objects")
+    add_json(p, "a list of objects (op, plugin, available, reason, devices, dtypes, config_space)")
     p.add_argument("--op", action="append", help="only these ops (repeatable)")
     p.set_defaults(func=run)
 
@@ -36,9 +36,9 @@ def rows(ops: list[str] | None = None) -> list[dict]:
 
 
 def run(args: argparse.Namespace) -> int:
-    found = rows(args.op)
+    found = rows(check_ops(args.op) or None)
     if args.json:
-        print(json.dumps(found, indent=2))
+        print_json(found)
         return 0
     table = [(r["op"], r["plugin"], "yes" if r["available"] else "no", ",".join(r["devices"]) or "-",
               r["reason"] or "") for r in found]

@@ -1,4 +1,8 @@
-"""``kernelzoo tune`` (search, verify, time, store winners) and ``kernelzoo show`` (the stored winners)."""
+"""``kernelzoo tune`` (search, verify, time, store winners) and ``kernelzoo show`` (the stored winners).
+
+A new flag of ``tune`` is an ``add_argument`` in :func:`register` and is read in :func:`run_tune`, which plans the
+keys (:mod:`kernelzoo.autotune`), runs them and prints the report.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,19 @@ import json
 import sys
 from typing import Any
 
+from kernelzoo.commands._common import (
+    EXIT_CODES,
+    FAILED,
+    OK,
+    UNTUNED,
+    add_db,
+    add_json,
+    add_verbose,
+    check_device,
+    check_ops,
+    check_plugins,
+    print_json,
+)
 from kernelzoo.errors import ArgumentError
 from kernelzoo.registry import registry
 from kernelzoo.table import format_table
@@ -18,7 +35,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Search each plugin's config space with Optuna (exhaustively when it has no more configs than "
         "--trials, else TPE), run every trial in a worker process on fresh inputs, check it against the op's "
         "reference, time it, and store each plugin's best per device, dtype and shape bucket. Interrupted runs "
-        "resume. KERNELZOO_EXTRA_PLUGINS=mod1,mod2 registers plugin modules that have no entry point yet.")
+        "resume. KERNELZOO_EXTRA_PLUGINS=mod1,mod2 registers plugin modules that have no entry point yet. Prints "
+        "an overall progress bar on stderr and a summary table at the end (-v: every key's table).",
+        epilog=EXIT_CODES + ".")
     p.add_argument("--op", help="the op to tune (optional with --pending)")
     p.add_argument("--plugin", action="append", help="only this plugin (repeatable; default: every plugin "
                    "dispatch may choose on the device)")
@@ -36,15 +55,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--budget-ms", type=float, default=200.0, help="measuring time per trial (default 200)")
     p.add_argument("--seed", type=int, default=0, help="TPE's seed and the inputs' base seed (default 0)")
     p.add_argument("--pending", action="store_true", help="tune the keys programs called without a tuned winner")
-    p.add_argument("--quiet", action="store_true", help="no progress line")
-    p.add_argument("--db", help="SQLAlchemy URL of the tuning database (default: $KERNELZOO_DB or the cache dir)")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    add_json(p, "the report (every key, plugin and failure)")
+    add_verbose(p)
+    add_db(p)
     p.set_defaults(func=run_tune)
 
     s = sub.add_parser("show", help="list the stored winners")
     s.add_argument("--op", help="only this op")
     s.add_argument("--all", action="store_true", help="every plugin's best per key, stale ones too")
-    s.add_argument("--json", action="store_true", help="print a JSON list of objects")
-    s.add_argument("--db", help="SQLAlchemy URL of the tuning database")
+    add_json(s, "a list of records")
+    add_db(s)
     s.set_defaults(func=run_show)
 
 
@@ -58,37 +79,45 @@ def _options(args: argparse.Namespace) -> Any:
 
 
 def run_tune(args: argparse.Namespace) -> int:
+    from kernelzoo.autotune import TuneReport, plan_op, plan_pending, run_jobs
     from kernelzoo.db.store import open_store
-    from kernelzoo.tuner.pending import tune_pending
     from kernelzoo.tuner.pool import WorkerPool
     from kernelzoo.tuner.progress import Progress
     from kernelzoo.tuner.report import format_report
-    from kernelzoo.tuner.tune import default_device, tune_op
 
     registry.load()
     if not args.op and not args.pending:
         raise ArgumentError("tune: pass --op OP (or --pending)")
-    device = args.device or default_device()
-    if device.split(":")[0] not in ("cpu", "cuda"):
-        raise ArgumentError(f"tune: --device must be cpu or cuda, got {device!r}")
-    options, progress = _options(args), Progress(enabled=not args.quiet)
+    ops = check_ops([args.op] if args.op else None)
+    check_plugins(args.plugin, ops or None)
+    device = check_device(args.device, "tune")
+    options = _options(args)
+    progress = Progress(enabled=not args.quiet, verbose=args.verbose)
     store = open_store(args.db, check=True)
+    report = TuneReport()
     with WorkerPool(options.timeout_s) as pool:
         if args.pending:
-            reports = tune_pending(store, pool, device=device, op=args.op, plugins=args.plugin, options=options,
-                                   progress=progress)
-            if not reports:
-                print(f"kernelzoo: no pending keys on {device}", file=sys.stderr)
+            jobs = plan_pending(store, pool, device, args.op, args.plugin, report.skipped)
+            if not jobs and not report.skipped:
+                progress.note(f"kernelzoo: no pending keys on {device}")
         else:
             spec = registry.op(args.op)
             shapes = [spec.parse_shape(s) for s in args.shape] if args.shape else None
-            params = list(getattr(spec, "variants", None) or ({},))
-            reports = tune_op(store, pool, args.op, device=device, plugins=args.plugin, shapes=shapes,
-                              dtypes=args.dtype, params=params, options=options, progress=progress)
-    for report in reports:
-        print(format_report(report))
-        print()
-    return 0
+            jobs = plan_op(args.op, device, plugins=args.plugin, shapes=shapes, dtypes=args.dtype)
+        run_jobs(store, pool, jobs, plugins=args.plugin, options=options, progress=progress, report=report)
+    if args.json:
+        print_json(report.to_dict())
+    else:
+        if args.verbose:
+            for key in report.keys:
+                print(format_report(key), end="\n\n")
+        print(report.summary())
+    if report.ok:
+        return OK
+    if not any(p.result is not None for r in report.keys for p in r.plugins):
+        print("kernelzoo: nothing could be tuned on this machine; the summary says why", file=sys.stderr)
+        return FAILED
+    return UNTUNED
 
 
 def run_show(args: argparse.Namespace) -> int:
@@ -98,8 +127,7 @@ def run_show(args: argparse.Namespace) -> int:
     from kernelzoo.db.transfer import to_record
 
     registry.load()
-    if args.op:
-        registry.op(args.op)  # UnknownError listing the ops
+    check_ops([args.op] if args.op else None)
     rows = winners(open_store(args.db), op=args.op)
     found = []
     for winner, candidates, stale in by_key(rows):
@@ -109,7 +137,7 @@ def run_show(args: argparse.Namespace) -> int:
             record.update(device=w.device.describe(), winner=w is winner, stale=w in stale)
             found.append(record)
     if args.json:
-        print(json.dumps(found, indent=2))
+        print_json(found)
         return 0
     table = [(r["op"], r["device"], r["dtype"], r["shape"], ",".join(map(str, r["bucket"])), r["flags"] or "-",
               r["plugin"] + (" *" if r["winner"] and args.all else ""), f"{r['time_ms']:.4g}",

@@ -23,7 +23,7 @@ from optuna.trial import Trial, TrialState
 from sqlalchemy import event
 from sqlalchemy.exc import SQLAlchemyError
 
-from kernelzoo.db.records import Winner, add_trial, bucket_text
+from kernelzoo.db.records import Winner, add_trial
 from kernelzoo.db.store import Store, display_url, sqlite_path
 from kernelzoo.errors import DatabaseError
 from kernelzoo.fingerprint import Fingerprint
@@ -67,13 +67,23 @@ class Target:
 
     @property
     def study_name(self) -> str:
-        return ":".join(("kernelzoo", self.op, self.plugin, self.fingerprint.kind, self.dtype, bucket_text(self.bucket),
-                         self.flags, self.source_hash, self.fingerprint.hash))
+        return study_name(self)
 
     def request(self) -> dict[str, Any]:
         """The call part of a worker request."""
         return {"op": self.op, "plugin": self.plugin, "device": self.device, "dtype": self.dtype,
                 "shape": list(self.shape), "params": dict(self.params)}
+
+
+def study_name(target: Target) -> str:
+    """A name people can read in optuna-dashboard, unique per key and kernel code:
+    'kernelzoo: softmax · triton · float32 · 2^12,2^10 · NVIDIA H200 · <code hash>/<device hash>' (flags after the
+    bucket where the key has them). The 'kernelzoo:' prefix marks kernelzoo's studies in a shared database."""
+    parts = [target.op, target.plugin, target.dtype, ",".join(f"2^{b}" for b in target.bucket)]
+    parts += [target.flags] if target.flags else []
+    device = target.fingerprint.name or target.fingerprint.kind
+    parts += [device, f"{target.source_hash[:12]}/{target.fingerprint.hash[:12]}"]
+    return "kernelzoo: " + " · ".join(parts)
 
 
 @dataclass
