@@ -19,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--trials, else TPE), run every trial in a worker process on fresh inputs, check it against the op's "
         "reference, time it, and store each plugin's best per device, dtype and shape bucket. Interrupted runs "
         "resume. KERNELZOO_EXTRA_PLUGINS=mod1,mod2 registers plugin modules that have no entry point yet.")
-    p.add_argument("--op", help="the op to tune (optional with --pending)")
+    p.add_argument("--op", action="append", help="the op to tune (repeatable; optional with --pending)")
     p.add_argument("--plugin", action="append", help="only this plugin (repeatable; default: every plugin "
                    "dispatch may choose on the device)")
     p.add_argument("--shape", action="append", help="a shape like 4096x4096 (repeatable; default: the op's "
@@ -38,6 +38,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--pending", action="store_true", help="tune the keys programs called without a tuned winner")
     p.add_argument("--quiet", action="store_true", help="no progress line")
     p.add_argument("--db", help="SQLAlchemy URL of the tuning database (default: $KERNELZOO_DB or the cache dir)")
+    fleet = p.add_argument_group("tuning as a job shared by several workers and hosts (docs/tuning.md)")
+    fleet.add_argument("--devices", help="one worker per GPU: indices like 0,1 or 'all'")
+    fleet.add_argument("--workers", type=int, help="this many worker processes on --device (the CPU's, say)")
+    fleet.add_argument("--budget", help="stop claiming work after this long (600, 90s, 10m, 1.5h); rerun to resume")
+    fleet.add_argument("--floor-within", type=float, metavar="PCT", help="end a key once a verified trial is "
+                       "within PCT %% of the roofline floor")
+    fleet.add_argument("--job", help="the job's name (default: a hash of what is tuned, the same on every host)")
+    fleet.add_argument("--lease", type=float, default=60.0, help="seconds a claim outlives a lost worker "
+                       "(default 60)")
+    fleet.add_argument("--status", action="store_true", help="show the newest (or --job) job: keys done, "
+                       "claimed, left, ETA")
+    fleet.add_argument("--json", action="store_true", help="with --status: print JSON")
     p.set_defaults(func=run_tune)
 
     s = sub.add_parser("show", help="list the stored winners")
@@ -66,6 +78,10 @@ def run_tune(args: argparse.Namespace) -> int:
     from kernelzoo.tuner.tune import default_device, tune_op
 
     registry.load()
+    if args.status:
+        from kernelzoo.tuner.fleet import show_status
+
+        return show_status(open_store(args.db), args.job, args.json)
     if not args.op and not args.pending:
         raise ArgumentError("tune: pass --op OP (or --pending)")
     device = args.device or default_device()
@@ -73,18 +89,28 @@ def run_tune(args: argparse.Namespace) -> int:
         raise ArgumentError(f"tune: --device must be cpu or cuda, got {device!r}")
     options, progress = _options(args), Progress(enabled=not args.quiet)
     store = open_store(args.db, check=True)
+    if args.devices or args.workers or args.budget or args.floor_within is not None or store.path is None:
+        from kernelzoo.tuner import fleet
+        from kernelzoo.tuner.jobs import parse_duration
+
+        args.budget = parse_duration(args.budget) if args.budget else None
+        if args.lease <= 0:
+            raise ArgumentError(f"--lease must be > 0 seconds, got {args.lease}")
+        return fleet.run(args, store, options, progress)
     with WorkerPool(options.timeout_s) as pool:
         if args.pending:
-            reports = tune_pending(store, pool, device=device, op=args.op, plugins=args.plugin, options=options,
-                                   progress=progress)
+            reports = [r for op in args.op or [None] for r in tune_pending(
+                store, pool, device=device, op=op, plugins=args.plugin, options=options, progress=progress)]
             if not reports:
                 print(f"kernelzoo: no pending keys on {device}", file=sys.stderr)
         else:
-            spec = registry.op(args.op)
-            shapes = [spec.parse_shape(s) for s in args.shape] if args.shape else None
-            params = list(getattr(spec, "variants", None) or ({},))
-            reports = tune_op(store, pool, args.op, device=device, plugins=args.plugin, shapes=shapes,
-                              dtypes=args.dtype, params=params, options=options, progress=progress)
+            reports = []
+            for op in args.op:
+                spec = registry.op(op)
+                shapes = [spec.parse_shape(s) for s in args.shape] if args.shape else None
+                params = list(getattr(spec, "variants", None) or ({},))
+                reports += tune_op(store, pool, op, device=device, plugins=args.plugin, shapes=shapes,
+                                   dtypes=args.dtype, params=params, options=options, progress=progress)
     for report in reports:
         print(format_report(report))
         print()
