@@ -370,8 +370,8 @@ def _summary(store: Store, name: str, codes: Sequence[int], stopped: bool, progr
         print(format_table(("key", "winner", "ms", "plugins"), rows))
     died = [i for i, c in enumerate(codes) if c != 0]
     if died:
-        progress.note(f"{len(died)} worker(s) ended with an error (exit codes {[codes[i] for i in died]}); "
-                      "their claims pass to the others when the leases run out")
+        print(f"kernelzoo: {len(died)} worker(s) ended with an error (exit codes {[codes[i] for i in died]}); "
+              "their claims pass to the others when the leases run out", file=sys.stderr)
     line = (f"job {name}: {counts['done']} key(s) done, {counts['claimed']} claimed, {counts['left']} left"
             + (f"; {state.taken_over} task(s) taken over from a lost worker" if state.taken_over else ""))
     print(line)
