@@ -89,7 +89,8 @@ def run_tune(args: argparse.Namespace) -> int:
         raise ArgumentError(f"tune: --device must be cpu or cuda, got {device!r}")
     options, progress = _options(args), Progress(enabled=not args.quiet)
     store = open_store(args.db, check=True)
-    if args.devices or args.workers or args.budget or args.floor_within is not None or store.path is None:
+    shared = not store.url.startswith("sqlite")  # a server database (PostgreSQL): tuners on other hosts join
+    if args.devices or args.workers or args.budget or args.floor_within is not None or shared:
         from kernelzoo.tuner import fleet
         from kernelzoo.tuner.jobs import parse_duration
 
