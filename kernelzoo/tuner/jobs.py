@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import JSON, Float, ForeignKey, Integer, String, UniqueConstraint, select, text, update
+from sqlalchemy import JSON, Float, ForeignKey, Integer, String, UniqueConstraint, inspect, select, text, update
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from kernelzoo.db.records import Winner, put_winner
@@ -150,13 +150,14 @@ def open_job(store: Store, request: Mapping[str, Any], name: str | None = None) 
 
 
 def find_job(store: Store, name: str | None = None) -> tuple[int, str, dict[str, Any]] | None:
-    """The job named ``name``, else the newest one; (id, name, request), or None if there is none."""
-    ensure_tables(store)
+    """The job named ``name``, else the newest one; (id, name, request), or None if there is none (reads only)."""
     query = select(JobModel).order_by(JobModel.created_at.desc(), JobModel.job_id.desc()).limit(1)
     if name is not None:
         query = select(JobModel).where(JobModel.name == name)
 
     def read(session: Session) -> tuple[int, str, dict[str, Any]] | None:
+        if not inspect(session.connection()).has_table(JobModel.__tablename__):
+            return None
         job = session.execute(query).scalar_one_or_none()
         return None if job is None else (job.job_id, job.name, dict(job.request))
 
