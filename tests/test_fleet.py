@@ -24,12 +24,14 @@ import torch
 from optuna.distributions import CategoricalDistribution
 from tuning_helpers import kernelzoo_cli, python, reset_lookup
 
-from kernelzoo.db.records import save_device_ceilings, save_winner, winners
+from kernelzoo.db.records import Winner, save_device_ceilings, save_winner, winners
 from kernelzoo.db.snapshot import content_hash, load_snapshot, snapshot_data
 from kernelzoo.db.store import forget_stores, open_store
 from kernelzoo.errors import ArgumentError
 from kernelzoo.fingerprint import cpu_fingerprint
 from kernelzoo.registry import registry
+from kernelzoo.tuner import jobs
+from kernelzoo.tuner.fleet import visible_gpus
 from kernelzoo.tuner.jobs import parse_duration
 from kernelzoo.tuner.search import Target, TuneOptions, optuna_storage, search
 from tests.postgres import postgres_url  # noqa: F401 - a fixture
@@ -165,6 +167,67 @@ def test_bad_fleet_arguments_are_refused_with_the_reason(tmp_path):
     assert parse_duration("10m") == 600 and parse_duration("1.5h") == 5400 and parse_duration("90") == 90
     with pytest.raises(ArgumentError, match="positive duration"):
         parse_duration("-3s")
+
+
+def _winner(plugin: str, ms: float) -> Winner:
+    return Winner(op="relu", plugin=plugin, source_hash=registry.impl("relu", plugin).source_hash,
+                  device=cpu_fingerprint(), dtype="float32", bucket=(12,), flags="", config={}, time_ms=ms,
+                  spread=0.01, shape="64x64")
+
+
+def test_claims_leases_and_a_key_stored_whole(tmp_path):
+    """In one process: tasks are claimed per fingerprint, a lapsed lease passes the task on, and a key's winners
+    are stored in the transaction that finishes its last task."""
+    registry.load()
+    store = open_store(f"sqlite:///{tmp_path / 'tuning.sqlite'}")
+    job_id, name = jobs.open_job(store, {"what": "a test"})
+    assert jobs.open_job(store, {"what": "a test"}) == (job_id, name)  # every host joins the same job
+    key = jobs.Key("relu", "float32", (64, 64), {})
+    assert jobs.add_tasks(store, job_id, "fp-a", [(key, ["python", "torch"])]) == 2
+    assert jobs.add_tasks(store, job_id, "fp-a", [(key, ["python", "torch"])]) == 0
+    jobs.add_tasks(store, job_id, "fp-b", [(key, ["python"])])
+    first = jobs.claim(store, job_id, "fp-a", "w1", lease_s=60)
+    second = jobs.claim(store, job_id, "fp-a", "w2", lease_s=0.2)
+    assert (first.plugin, second.plugin) == ("python", "torch")
+    assert jobs.claim(store, job_id, "fp-a", "w3", lease_s=60) is None  # both held; fp-b's is not ours
+    time.sleep(0.3)  # w2's lease runs out without a renewal: w3 takes the task over
+    taken = jobs.claim(store, job_id, "fp-a", "w3", lease_s=60)
+    assert taken.task_id == second.task_id and taken.attempts == 2
+    assert not jobs.renew(store, second, "w2", 60)
+    done = jobs.finish(store, first, "w1", winner=_winner("python", 0.02))
+    assert done.recorded and done.stored == () and winners(store, op="relu") == []  # torch not compared yet
+    done = jobs.finish(store, taken, "w3", winner=_winner("torch", 0.01))
+    assert sorted(w.plugin for w in done.stored) == ["python", "torch"]
+    assert sorted(w.plugin for w in winners(store, op="relu")) == ["python", "torch"]
+    assert not jobs.finish(store, second, "w2", winner=_winner("torch", 0.5)).recorded  # too late: w3's stands
+    assert {w.plugin: w.time_ms for w in winners(store, op="relu")}["torch"] == 0.01
+    status = jobs.status(store, name)
+    assert status.counts() == {"done": 1, "claimed": 0, "left": 1} and status.taken_over == 1
+    forget_stores()
+
+
+def test_devices_name_the_gpus_this_process_sees(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5,6,7")
+    assert visible_gpus("0,2") == ["3", "6"] and visible_gpus("all") == ["3", "5", "6", "7"]
+    for bad in ("4", "0,0", "one", ""):
+        with pytest.raises(ArgumentError, match="--devices must be"):
+            visible_gpus(bad)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU: one fleet worker per GPU")
+def test_devices_all_tunes_one_job_with_a_worker_per_gpu(tmp_path, monkeypatch):
+    monkeypatch.setenv("KERNELZOO_CACHE_DIR", str(tmp_path / "cache"))
+    url = f"sqlite:///{tmp_path / 'tuning.sqlite'}"
+    done = kernelzoo_cli("tune", "--op", "relu", "--plugin", "torch", "--plugin", "cuda", "--shape", "1024x1024",
+                         "--shape", "4096x4096", "--dtype", "float32", "--trials", "3", "--quiet", "--devices", "all",
+                         "--db", url, timeout=600)
+    assert done.returncode == 0, done.stderr
+    tasks = _tasks(url)
+    assert len(tasks) == 4 and {t["state"] for t in tasks} == {"done"}
+    assert len(winners(open_store(url), op="relu")) == 4 and set(_trial_counts(url).values()) == {1}
+    forget_stores()
 
 
 # --- one winner on every rank ---------------------------------------------------------------------------------

@@ -170,8 +170,8 @@ def add_tasks(store: Store, job_id: int, device_hash: str, keys: Iterable[tuple[
 
     def add(session: Session) -> int:
         _lock(session)
-        have = set(session.execute(select(TaskModel.key, TaskModel.plugin).where(
-            TaskModel.job_id == job_id, TaskModel.device_hash == device_hash)).tuples())
+        have = {(k, p) for k, p in session.execute(select(TaskModel.key, TaskModel.plugin).where(
+            TaskModel.job_id == job_id, TaskModel.device_hash == device_hash))}
         new = [TaskModel(job_id=job_id, device_hash=device_hash, key=key.text, op=key.op, plugin=plugin,
                          state=PENDING, attempts=0, message="")
                for key, plugin in wanted if (key.text, plugin) not in have]
