@@ -36,12 +36,12 @@ from kernelzoo.fingerprint import Fingerprint
 from kernelzoo.registry import dtype_name, parse_dtype, registry
 from kernelzoo.table import format_table
 from kernelzoo.tuner import jobs
-from kernelzoo.tuner.ceilings import device_ceilings
+from kernelzoo.tuner.ceilings import Ceilings
 from kernelzoo.tuner.jobs import Key, Task
 from kernelzoo.tuner.pool import TrialResult, WorkerLost, WorkerPool
 from kernelzoo.tuner.progress import Progress
 from kernelzoo.tuner.search import Target, TuneOptions, search
-from kernelzoo.tuner.tune import default_dtypes, device_fingerprint, plugins_for
+from kernelzoo.tuner.tune import ceilings_for, default_dtypes, device_fingerprint, plugins_for
 
 LEASE_S = 60.0  # a claim outlives a worker by at most this; renewed every third of it
 
@@ -182,6 +182,9 @@ def work(store: Store, job_id: int, request: Mapping[str, Any], device: str, fle
         if not keys:
             return out
         jobs.add_tasks(store, job_id, fp.hash, keys)
+        # the floor rule needs the device's ceilings: built in, stored, or measured once now
+        ceilings = (ceilings_for(store, pool, fp, device, progress, *listed[:1])
+                    if fleet.floor_within is not None else None)
         while True:
             if fleet.deadline is not None and time.time() >= fleet.deadline:
                 out.stopped = True
@@ -194,7 +197,8 @@ def work(store: Store, job_id: int, request: Mapping[str, Any], device: str, fle
                 continue
             with _Heartbeat(store, task, owner, fleet.lease_s):
                 try:
-                    ended = _run_task(store, pool, task, device, fp, options, fleet, progress, owner, label)
+                    ended = _run_task(store, pool, task, device, fp, options, fleet, ceilings, progress, owner,
+                                      label)
                 except BaseException:
                     with contextlib.suppress(DatabaseError):
                         jobs.release(store, task, owner, "the worker was interrupted")
@@ -213,7 +217,8 @@ def work(store: Store, job_id: int, request: Mapping[str, Any], device: str, fle
 
 
 def _run_task(store: Store, pool: WorkerPool, task: Task, device: str, fp: Fingerprint, options: TuneOptions,
-              fleet: FleetOptions, progress: Progress, owner: str, label: str) -> jobs.Finished | None:
+              fleet: FleetOptions, ceilings: Ceilings | None, progress: Progress, owner: str,
+              label: str) -> jobs.Finished | None:
     """Tune one (key, plugin) task; the finished task, or None if the budget ran out (the task is given back)."""
     key = task.key
     call = {"op": key.op, "device": device, "dtype": key.dtype, "shape": list(key.shape), "params": dict(key.params)}
@@ -230,10 +235,7 @@ def _run_task(store: Store, pool: WorkerPool, task: Task, device: str, fp: Finge
                     bucket=tuple(found["bucket"]), flags=found["flags"], shape_text=found["shape_text"],
                     config_space=found["config_space"], default_config=found.get("default_config", {}),
                     seed_configs=tuple(found.get("seed_configs", ())))
-    floor_ms = None
-    if fleet.floor_within is not None:
-        ceilings = device_ceilings(fp, records.device_ceilings(store, fp))
-        floor_ms = ceilings.floor_ms(found["flops"], found["bytes"], key.dtype) if ceilings else None
+    floor_ms = ceilings.floor_ms(found["flops"], found["bytes"], key.dtype) if ceilings is not None else None
     guard = _Guard(pool, fleet, floor_ms)
     text = f"{label}{key.describe()} {task.plugin}"
     try:
