@@ -111,6 +111,8 @@ def test_a_worker_killed_mid_task_loses_its_claim_to_another(db_url):
                 victim = next((t for t in _tasks(db_url) if t["state"] == "claimed"), None)
             time.sleep(0.1)
         assert victim is not None, "no task was claimed"
+        running = jobs.status(open_store(db_url))  # what `tune --status` shows of a running job
+        assert running.counts()["claimed"] >= 1 and victim["owner"] in running.workers
         os.kill(int(victim["owner"].split(":")[-2]), signal.SIGKILL)
         out, err = proc.communicate(timeout=400)
     finally:
@@ -203,6 +205,7 @@ def test_claims_leases_and_a_key_stored_whole(tmp_path):
     assert {w.plugin: w.time_ms for w in winners(store, op="relu")}["torch"] == 0.01
     status = jobs.status(store, name)
     assert status.counts() == {"done": 1, "claimed": 0, "left": 1} and status.taken_over == 1
+    assert status.eta_s is not None and status.eta_s > 0  # one task left, at the pace of the two done
     forget_stores()
 
 
