@@ -125,6 +125,7 @@ def test_a_worker_killed_mid_task_loses_its_claim_to_another(db_url):
     taken = tasks[victim["task_id"]]
     assert taken["attempts"] == 2 and taken["owner"] != victim["owner"]
     assert len(winners(open_store(db_url), op="relu")) == 4
+    assert set(_trial_counts(db_url).values()) == {1}  # the trial the kill cut short was measured once, later
 
 
 def test_a_budget_stops_the_job_and_a_rerun_resumes_it(db_url):
