@@ -28,7 +28,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     u = db.add_parser("upgrade", help="upgrade an older schema to this kernelzoo's")
     u.set_defaults(func=run_upgrade)
-    for parser in (e, i, r, u):
+
+    n = db.add_parser("snapshot", help="write a frozen, read-only view of the winners and its content hash "
+                      "(KERNELZOO_DB=snapshot:FILE makes dispatch read only it)")
+    n.add_argument("file", help="the file to write")
+    n.add_argument("--op", help="only this op")
+    n.set_defaults(func=run_snapshot)
+    for parser in (e, i, r, u, n):
         parser.add_argument("--db", help="SQLAlchemy URL of the tuning database "
                             "(default: $KERNELZOO_DB or the cache dir)")
 
@@ -86,4 +92,15 @@ def run_upgrade(args: argparse.Namespace) -> int:
     before, after = schema.upgrade(store)
     print(f"kernelzoo: {store.display_url} is at schema version {after}" +
           (f" (upgraded from {before})" if before != after else " (nothing to do)"))
+    return 0
+
+
+def run_snapshot(args: argparse.Namespace) -> int:
+    from kernelzoo.db.snapshot import write_snapshot
+    from kernelzoo.db.store import open_store
+
+    digest = write_snapshot(open_store(args.db), args.file, op=args.op)
+    print(digest)
+    print(f"kernelzoo: wrote the winners snapshot {args.file}; use it with KERNELZOO_DB=snapshot:{args.file}",
+          file=sys.stderr)
     return 0

@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "resume. KERNELZOO_EXTRA_PLUGINS=mod1,mod2 registers plugin modules that have no entry point yet. Prints "
         "an overall progress bar on stderr and a summary table at the end (-v: every key's table).",
         epilog=EXIT_CODES + ".")
-    p.add_argument("--op", help="the op to tune (optional with --pending)")
+    p.add_argument("--op", action="append", help="the op to tune (repeatable; optional with --pending)")
     p.add_argument("--plugin", action="append", help="only this plugin (repeatable; default: every plugin "
                    "dispatch may choose on the device)")
     p.add_argument("--shape", action="append", help="a shape like 4096x4096 (repeatable; default: the op's "
@@ -56,9 +56,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="TPE's seed and the inputs' base seed (default 0)")
     p.add_argument("--pending", action="store_true", help="tune the keys programs called without a tuned winner")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
-    add_json(p, "the report (every key, plugin and failure)")
+    add_json(p, "the report (every key, plugin and failure); with --status, the job's status")
     add_verbose(p)
     add_db(p)
+    fleet = p.add_argument_group("tuning as a job shared by several workers and hosts (docs/tuning.md)")
+    fleet.add_argument("--devices", help="one worker per GPU: indices like 0,1 or 'all'")
+    fleet.add_argument("--workers", type=int, help="this many worker processes on --device (the CPU's, say)")
+    fleet.add_argument("--budget", help="stop claiming work after this long (600, 90s, 10m, 1.5h); rerun to resume")
+    fleet.add_argument("--floor-within", type=float, metavar="PCT", help="end a key once a verified trial is "
+                       "within PCT %% of the roofline floor")
+    fleet.add_argument("--job", help="the job's name (default: a hash of what is tuned, the same on every host)")
+    fleet.add_argument("--lease", type=float, default=60.0, help="seconds a claim outlives a lost worker "
+                       "(default 60)")
+    fleet.add_argument("--status", action="store_true", help="show the newest (or --job) job: keys done, "
+                       "claimed, left, ETA")
     p.set_defaults(func=run_tune)
 
     s = sub.add_parser("show", help="list the stored winners")
@@ -86,24 +97,40 @@ def run_tune(args: argparse.Namespace) -> int:
     from kernelzoo.tuner.report import format_report
 
     registry.load()
+    if args.status:
+        from kernelzoo.tuner.fleet import show_status
+
+        return show_status(open_store(args.db), args.job, args.json)
     if not args.op and not args.pending:
         raise ArgumentError("tune: pass --op OP (or --pending)")
-    ops = check_ops([args.op] if args.op else None)
+    ops = check_ops(args.op)
     check_plugins(args.plugin, ops or None)
     device = check_device(args.device, "tune")
     options = _options(args)
     progress = Progress(enabled=not args.quiet, verbose=args.verbose)
     store = open_store(args.db, check=True)
+    shared = not store.url.startswith("sqlite")  # a server database (PostgreSQL): tuners on other hosts join
+    if args.devices or args.workers or args.budget or args.floor_within is not None or shared:
+        from kernelzoo.tuner import fleet
+        from kernelzoo.tuner.jobs import parse_duration
+
+        args.budget = parse_duration(args.budget) if args.budget else None
+        if args.lease <= 0:
+            raise ArgumentError(f"--lease must be > 0 seconds, got {args.lease}")
+        return fleet.run(args, store, options, progress)
     report = TuneReport()
     with WorkerPool(options.timeout_s) as pool:
         if args.pending:
-            jobs = plan_pending(store, pool, device, args.op, args.plugin, report.skipped)
+            jobs = [job for op in ops or [None]
+                    for job in plan_pending(store, pool, device, op, args.plugin, report.skipped)]
             if not jobs and not report.skipped:
                 progress.note(f"kernelzoo: no pending keys on {device}")
         else:
-            spec = registry.op(args.op)
-            shapes = [spec.parse_shape(s) for s in args.shape] if args.shape else None
-            jobs = plan_op(args.op, device, plugins=args.plugin, shapes=shapes, dtypes=args.dtype)
+            jobs = []
+            for op in ops:
+                spec = registry.op(op)
+                shapes = [spec.parse_shape(s) for s in args.shape] if args.shape else None
+                jobs += plan_op(op, device, plugins=args.plugin, shapes=shapes, dtypes=args.dtype)
         run_jobs(store, pool, jobs, plugins=args.plugin, options=options, progress=progress, report=report)
     if args.json:
         print_json(report.to_dict())

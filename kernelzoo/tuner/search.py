@@ -268,7 +268,9 @@ def _result(store: Store, study: optuna.Study, target: Target, choices: Mapping[
             continue
         if t.state == TrialState.COMPLETE and t.value is not None:
             out.ok += 1
-            if best is None or t.value < best.value:
+            # equal times go to the first config in sorted order, not to the first measured: databases
+            # holding the same trials in another order pick the same config
+            if best is None or (t.value, _key(t.params)) < (best.value, _key(best.params)):
                 best = t
         else:
             kind = t.user_attrs["outcome"]
