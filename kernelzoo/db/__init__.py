@@ -15,10 +15,10 @@ _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
 def as_url(text: str) -> str:
-    """A SQLAlchemy URL from ``text``: a URL (``scheme://...``) as it is, else a file path, made absolute
-    (``~`` expanded), as a SQLite URL."""
+    """A SQLAlchemy URL from ``text``: a URL (``scheme://...``) or a winners snapshot (``snapshot:FILE``) as it
+    is, else a file path, made absolute (``~`` expanded), as a SQLite URL."""
     text = text.strip()
-    if _SCHEME.match(text):
+    if _SCHEME.match(text) or text.startswith("snapshot:"):
         return text
     return f"sqlite:///{Path(text).expanduser().resolve()}"
 
