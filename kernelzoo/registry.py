@@ -355,25 +355,43 @@ class Implementation:
         return expand_includes((self.source_dir() / name).read_text(), name, self.source_dir())
 
     @functools.cached_property
-    def source_hash(self) -> str:
-        """Hash of the implementation's module and kernel sources, and its config space.
+    def code_files(self) -> dict[str, str]:
+        """Hash of each file of the kernel's code, by its path inside its package ("kernelzoo_plugins/softmax/
+        triton.py"): the implementation's module, the modules of its plugin base classes, its kernel sources.
 
-        Modules of base classes that plugins share (in ``kernelzoo_plugins`` or a
-        ``kernelzoo.backends.triton_*`` kernel module) count too: editing a shared wrapper
-        expires the winners of every op built on it. The core's own bases do not.
+        Which base classes count comes from the class's MRO: every class but the core's own bases
+        (:func:`core_bases`), so a shared wrapper or a family's kernel module counts wherever it lives. Its config
+        space is not code: a record stays current while these files are unchanged and its config is in the space.
         """
+        files: dict[str, str] = {}
+        for cls in type(self).__mro__:
+            if cls in core_bases() or cls is object or not issubclass(cls, Implementation):
+                continue
+            module = sys.modules[cls.__module__]
+            name = _package_path(module)
+            if name not in files:
+                files[name] = _digest(inspect.getsource(module))
+        base = _package_path(sys.modules[type(self).__module__]).rpartition("/")[0]
+        for source in self.sources:
+            files[f"{base}/{source}" if base else source] = _digest(self.read_source(source))
+        return files
+
+    @functools.cached_property
+    def source_hash(self) -> str:
+        """Hash of the kernel's code (:attr:`code_files`), not of its config space: a record's code hash."""
         h = hashlib.sha256()
-        modules = [type(self).__module__]
-        for cls in type(self).__mro__[1:]:
-            if cls.__module__.startswith(("kernelzoo_plugins.", "kernelzoo.backends.triton_")) and \
-                    cls.__module__ not in modules:
-                modules.append(cls.__module__)
-        for module in modules:
-            h.update(inspect.getsource(sys.modules[module]).encode())
-        for name in self.sources:
-            h.update(self.read_source(name).encode())
-        h.update(repr(sorted((k, list(v)) for k, v in self.config_space.items())).encode())
+        for name, digest in self.code_files.items():
+            h.update(f"{name}\0{digest}\0".encode())
         return h.hexdigest()[:16]
+
+    def in_space(self, config: Mapping[str, Any]) -> bool:
+        """Whether ``config`` is a point of the config space: every key of the space, each value in its list."""
+        if not isinstance(config, Mapping) or set(config) != set(self.config_space):
+            return False
+        try:
+            return all(config[k] in list(v) for k, v in self.config_space.items())
+        except TypeError:  # a value that cannot be compared
+            return False
 
     @property
     def key(self) -> str:
@@ -393,6 +411,32 @@ class Broken(Implementation):
 
     def available(self) -> Availability:
         return Availability(False, f"failed to import: {self.error}")
+
+
+def core_bases() -> frozenset[type]:
+    """The core's own implementation base classes: :class:`Implementation` and the kind bases the core ships
+    (the direct subclasses of it defined in the ``kernelzoo`` package, such as the Triton launcher). Their code is
+    the launcher's, not a kernel's: editing them leaves records current."""
+    found = {Implementation}
+    for cls in Implementation.__subclasses__():
+        if cls.__module__.split(".")[0] == "kernelzoo":
+            found.add(cls)
+    return frozenset(found)
+
+
+def _package_path(module: ModuleType) -> str:
+    """'kernelzoo_plugins/softmax/triton.py': a module's file under its top-level package's name."""
+    top = module.__name__.split(".")[0]
+    path = Path(inspect.getfile(module))
+    root = Path(inspect.getfile(sys.modules[top])).parent if top in sys.modules else path.parent
+    try:
+        return f"{top}/{path.relative_to(root).as_posix()}"
+    except ValueError:  # a module outside its package's folder (a single-file package)
+        return path.name
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 class Registry:
@@ -470,11 +514,13 @@ class Registry:
         self.op(op)
         return list(self.impls[op].values())
 
-    def is_current(self, op: str, plugin: str, source_hash: str) -> bool:
-        """Whether a record of ``op``/``plugin`` tuned under ``source_hash`` still applies: the plugin is
-        registered and its kernel source and config space are the ones it was measured on."""
+    def is_current(self, op: str, plugin: str, source_hash: str, config: Mapping[str, Any] | None = None) -> bool:
+        """Whether a record of ``op``/``plugin`` tuned under code hash ``source_hash`` still applies: the plugin is
+        registered, its kernel code is the code it was measured on, and ``config`` (where given) is still a point
+        of its config space."""
         impl = self.load().impls.get(op, {}).get(plugin)
-        return impl is not None and impl.source_hash == source_hash
+        return (impl is not None and impl.source_hash == source_hash
+                and (config is None or impl.in_space(config)))
 
     def impl(self, op: str, plugin: str) -> Implementation:
         impls = {i.plugin: i for i in self.implementations(op)}
