@@ -36,6 +36,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--budget-ms", type=float, default=200.0, help="measuring time per trial (default 200)")
     p.add_argument("--seed", type=int, default=0, help="TPE's seed and the inputs' base seed (default 0)")
     p.add_argument("--pending", action="store_true", help="tune the keys programs called without a tuned winner")
+    p.add_argument("--stale", action="store_true", help="re-time the configs of stale records (their kernel's "
+                   "code changed since tuning) under the installed code, first; with --pending, then those keys")
+    p.add_argument("--verify", action="store_true", help="re-time the top configs of each provisional record (one "
+                   "borrowed from a sibling GPU) here and store the winners as this GPU's own")
     p.add_argument("--quiet", action="store_true", help="no progress line")
     p.add_argument("--db", help="SQLAlchemy URL of the tuning database (default: $KERNELZOO_DB or the cache dir)")
     p.set_defaults(func=run_tune)
@@ -66,19 +70,27 @@ def run_tune(args: argparse.Namespace) -> int:
     from kernelzoo.tuner.tune import default_device, tune_op
 
     registry.load()
-    if not args.op and not args.pending:
-        raise ArgumentError("tune: pass --op OP (or --pending)")
+    if not args.op and not (args.pending or args.stale or args.verify):
+        raise ArgumentError("tune: pass --op OP (or --pending, --stale, --verify)")
     device = args.device or default_device()
     if device.split(":")[0] not in ("cpu", "cuda"):
         raise ArgumentError(f"tune: --device must be cpu or cuda, got {device!r}")
     options, progress = _options(args), Progress(enabled=not args.quiet)
     store = open_store(args.db, check=True)
     with WorkerPool(options.timeout_s) as pool:
-        if args.pending:
-            reports = tune_pending(store, pool, device=device, op=args.op, plugins=args.plugin, options=options,
-                                   progress=progress)
-            if not reports:
-                print(f"kernelzoo: no pending keys on {device}", file=sys.stderr)
+        if args.pending or args.stale or args.verify:
+            from kernelzoo.tuner.retime import tune_stale, tune_verify
+
+            reports = []
+            for wanted, run, what in ((args.stale, tune_stale, "stale records"),
+                                      (args.verify, tune_verify, "provisional records"),
+                                      (args.pending, tune_pending, "pending keys")):
+                if wanted:
+                    found = run(store, pool, device=device, op=args.op, plugins=args.plugin, options=options,
+                                progress=progress)
+                    if not found:
+                        print(f"kernelzoo: no {what} on {device}", file=sys.stderr)
+                    reports += found
         else:
             spec = registry.op(args.op)
             shapes = [spec.parse_shape(s) for s in args.shape] if args.shape else None
@@ -92,6 +104,7 @@ def run_tune(args: argparse.Namespace) -> int:
 
 
 def run_show(args: argparse.Namespace) -> int:
+    from kernelzoo.db.lifecycle import is_stale, stale_reason
     from kernelzoo.db.ranking import by_key
     from kernelzoo.db.records import winners
     from kernelzoo.db.store import open_store
@@ -102,18 +115,25 @@ def run_show(args: argparse.Namespace) -> int:
         registry.op(args.op)  # UnknownError listing the ops
     rows = winners(open_store(args.db), op=args.op)
     found = []
+    n_stale = 0
     for winner, candidates, stale in by_key(rows):
-        shown = candidates + stale if args.all else [winner] if winner is not None else []
+        # a key whose records are all stale shows them, so that what needs `tune --stale` is seen
+        shown = candidates + stale if args.all else [winner] if winner is not None else stale
+        n_stale += sum(is_stale(w) for w in stale)
         for w in shown:
             record = {k: v for k, v in to_record(w).items() if k != "device"}
-            record.update(device=w.device.describe(), winner=w is winner, stale=w in stale)
+            record.update(device=w.device.describe(), winner=w is winner, stale=w in stale,
+                          stale_reason=stale_reason(w) if w in stale else None)
             found.append(record)
     if args.json:
         print(json.dumps(found, indent=2))
         return 0
     table = [(r["op"], r["device"], r["dtype"], r["shape"], ",".join(map(str, r["bucket"])), r["flags"] or "-",
               r["plugin"] + (" *" if r["winner"] and args.all else ""), f"{r['time_ms']:.4g}",
-              json.dumps(r["config"]), r["origin"] + (" (stale)" if r["stale"] else "")) for r in found]
+              json.dumps(r["config"]), r["origin"] + (f" (stale: {r['stale_reason']})" if r["stale"] else ""))
+             for r in found]
     print(format_table(("op", "device", "dtype", "shape", "bucket", "flags", "plugin", "ms", "config", "origin"),
                        table) if table else "no stored winners")
+    if n_stale:
+        print(f"{n_stale} stale record(s), kept but not run: `kernelzoo tune --stale` re-times their configs")
     return 0

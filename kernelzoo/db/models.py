@@ -101,6 +101,7 @@ class WinnerModel(Base):
     trials: Mapped[int] = mapped_column(Integer)
     origin: Mapped[Origin] = mapped_column(Enum(Origin, name="kz_origin"))
     code_files: Mapped[dict[str, str] | None] = mapped_column(JSON, nullable=True)
+    params: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)  # the timed call's keyword arguments
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now, onupdate=now)
 
 

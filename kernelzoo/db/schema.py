@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, inspect, select, text, update
 from sqlalchemy.orm import Session
@@ -137,7 +137,8 @@ def revision(store: Store) -> str | None:
     return store.transaction(read)
 
 
-def _script():  # noqa: ANN202 (alembic's ScriptDirectory: imported late, alembic loads slowly)
+def _script() -> tuple[Any, Any]:
+    """alembic's Config and ScriptDirectory of the migrations (alembic is imported late: it loads slowly)."""
     from alembic.config import Config
     from alembic.script import ScriptDirectory
 
@@ -159,7 +160,7 @@ def _upgrade(connection: Connection) -> None:
 
     config, script = _script()
 
-    def steps(rev, _context):  # noqa: ANN001, ANN202 (alembic's callback)
+    def steps(rev: Any, _context: Any) -> Any:
         return script._upgrade_revs("head", rev)
 
     with EnvironmentContext(config, script, fn=steps, destination_rev="head") as env:

@@ -1,4 +1,5 @@
-"""Schema version 2: a winner's hash covers the kernel's code only, its files are kept, and 'verified' origin.
+"""Schema version 2: a winner's hash covers the kernel's code only; its files and call arguments are kept; the
+'verified' origin.
 
 Each winner of the old hash (code and config space) whose kernel is the installed one is re-keyed to the
 installed code hash with its file hashes; the others keep their old hash and show as stale. Nothing is
@@ -22,6 +23,7 @@ depends_on = None
 def upgrade() -> None:
     bind = op.get_bind()
     op.add_column("kz_winners", sa.Column("code_files", sa.JSON, nullable=True))
+    op.add_column("kz_winners", sa.Column("params", sa.JSON, nullable=True))
     if bind.dialect.name == "postgresql":
         op.execute("ALTER TYPE kz_origin ADD VALUE IF NOT EXISTS 'VERIFIED'")
     from kernelzoo.db.legacy import rekey
