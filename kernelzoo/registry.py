@@ -385,8 +385,10 @@ class Implementation:
         return h.hexdigest()[:16]
 
     def in_space(self, config: Mapping[str, Any]) -> bool:
-        """Whether ``config`` is a point of the config space: every key of the space, each value in its list."""
-        if not isinstance(config, Mapping) or set(config) != set(self.config_space):
+        """Whether ``config`` is a point of the config space: every key of the space with a value in its list, and
+        no key the plugin does not know."""
+        if not isinstance(config, Mapping) or not set(self.config_space) <= set(config) <= (
+                set(self.config_space) | set(self.default_config)):
             return False
         try:
             return all(config[k] in list(v) for k, v in self.config_space.items())
