@@ -10,6 +10,7 @@ class with ``op`` and ``plugin`` set that is defined in it (or in its submodules
 
 from __future__ import annotations
 
+import ast
 import functools
 import hashlib
 import importlib
@@ -361,7 +362,8 @@ class Implementation:
 
         Which base classes count comes from the class's MRO: every class but the core's own bases
         (:func:`core_bases`), so a shared wrapper or a family's kernel module counts wherever it lives. Its config
-        space is not code: a record stays current while these files are unchanged and its config is in the space.
+        space is not code: a record stays current while these files are unchanged and its config is in the space,
+        so a module's hash leaves out the tuning declarations of its classes (:data:`TUNING_DECLARATIONS`).
         """
         files: dict[str, str] = {}
         for cls in type(self).__mro__:
@@ -370,7 +372,7 @@ class Implementation:
             module = sys.modules[cls.__module__]
             name = _package_path(module)
             if name not in files:
-                files[name] = _digest(inspect.getsource(module))
+                files[name] = _digest(_without_tuning_declarations(inspect.getsource(module)))
         base = _package_path(sys.modules[type(self).__module__]).rpartition("/")[0]
         for source in self.sources:
             files[f"{base}/{source}" if base else source] = _digest(self.read_source(source))
@@ -430,11 +432,36 @@ def _package_path(module: ModuleType) -> str:
     """'kernelzoo_plugins/softmax/triton.py': a module's file under its top-level package's name."""
     top = module.__name__.split(".")[0]
     path = Path(inspect.getfile(module))
+    if top == module.__name__ and not hasattr(module, "__path__"):  # a top-level single-file module
+        return path.name
     root = Path(inspect.getfile(sys.modules[top])).parent if top in sys.modules else path.parent
     try:
         return f"{top}/{path.relative_to(root).as_posix()}"
     except ValueError:  # a module outside its package's folder (a single-file package)
         return path.name
+
+
+# Class attributes that say how to tune a kernel, not what it computes: editing them keeps records current.
+TUNING_DECLARATIONS = frozenset({"config_space", "default_config", "tuning_seeds"})
+
+
+def _without_tuning_declarations(source: str) -> str:
+    """``source`` without the lines of class-level assignments to :data:`TUNING_DECLARATIONS` (comments and
+    everything else kept: a comment edit is a code edit)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return source
+    drop: set[int] = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ClassDef):
+            continue
+        for statement in node.body:
+            targets = statement.targets if isinstance(statement, ast.Assign) else \
+                [statement.target] if isinstance(statement, ast.AnnAssign) else []
+            if any(isinstance(t, ast.Name) and t.id in TUNING_DECLARATIONS for t in targets):
+                drop.update(range(statement.lineno, (statement.end_lineno or statement.lineno) + 1))
+    return "".join(line for i, line in enumerate(source.splitlines(keepends=True), 1) if i not in drop)
 
 
 def _digest(text: str) -> str:

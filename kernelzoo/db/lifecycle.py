@@ -158,10 +158,12 @@ def label(w: Winner, here: Fingerprint, reason: str) -> str:
 
 def stale_note(rows: Iterable[Winner], bucket: tuple[int, ...]) -> str:
     """'stale: triton (kernelzoo_plugins/x/triton.py changed since it was tuned)' for the stale records of
-    ``bucket``, empty if there are none."""
+    ``bucket`` whose plugin has no current record there yet, empty if there are none."""
+    rows = [w for w in rows if w.bucket == bucket]
+    retimed = {(w.plugin, w.device.hash) for w in rows if is_current(w)}
     notes = []
     for w in rows:
-        if w.bucket == bucket and is_stale(w):
+        if is_stale(w) and (w.plugin, w.device.hash) not in retimed:
             notes.append(f"{w.plugin} ({stale_reason(w)})")
     return f"stale: {'; '.join(notes)}; `kernelzoo tune --stale` re-times them" if notes else ""
 

@@ -106,6 +106,8 @@ def put_winner(session: Session, winner: Winner, *, replace: Iterable[Origin] = 
 
         old = replace_fields(winner, config=row.config, time_ms=row.time_ms, spread=row.spread)
         if registry.is_current(winner.op, winner.plugin, row.source_hash, row.config) and not better(winner, old):
+            if dict(row.config) == dict(winner.config):  # the same winner: only its count of measured configs grows
+                row.trials = max(row.trials, winner.trials)
             return False
     if row is None:
         row = WinnerModel(op=winner.op, plugin=winner.plugin, source_hash=winner.source_hash, device_id=dev,
