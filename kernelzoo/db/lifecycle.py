@@ -18,7 +18,6 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -166,10 +165,3 @@ def stale_note(rows: Iterable[Winner], bucket: tuple[int, ...]) -> str:
         if is_stale(w) and (w.plugin, w.device.hash) not in retimed:
             notes.append(f"{w.plugin} ({stale_reason(w)})")
     return f"stale: {'; '.join(notes)}; `kernelzoo tune --stale` re-times them" if notes else ""
-
-
-def as_verified(w: Winner, here: Fingerprint) -> Winner:
-    """A provisional record re-timed here, as this device's own."""
-    from kernelzoo.db.models import Origin
-
-    return replace(w, device=here, origin=Origin.VERIFIED)

@@ -1,8 +1,11 @@
 """Shipped winners: the ``tuning_db/*.json`` exports, imported once per database and device on first use.
 
 A shipped record applies when it was measured on the same chip (:attr:`Fingerprint.hardware_hash`:
-GPU name, compute capability, SM count) and its kernel source and config space are the ones
-installed; it is then stored under this machine's own fingerprint with origin ``shipped``.
+GPU name, compute capability, SM count) and it is current: its kernel code is the one installed
+and its config is in the space; it is then stored under this machine's own fingerprint with
+origin ``shipped``. Another GPU of the same compute capability borrows the records of the
+nearest one as provisional records, read from the files without storing them
+(:mod:`kernelzoo.db.lifecycle`).
 A winner tuned here always takes precedence. Driver and Triton versions may differ from the
 machine that measured it: the config stays correct (dispatch runs the same verified kernel),
 only its rank may shift, which ``kernelzoo tune`` on this machine settles.
@@ -43,7 +46,7 @@ def shipped_files(directory: Path | None = None) -> list[Path]:
 
 
 def _current(w: Winner) -> bool:
-    return registry.is_current(w.op, w.plugin, w.source_hash)
+    return registry.is_current(w.op, w.plugin, w.source_hash, w.config)
 
 
 def import_shipped(store: Store, here: Fingerprint, files: list[Path] | None = None) -> list[tuple[Path, ImportResult]]:
