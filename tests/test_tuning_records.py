@@ -382,3 +382,66 @@ def test_processes_that_start_on_a_new_database_at_once_create_its_schema_once(t
     assert schema.inspect_state(store).kind == "current"
     assert schema.revision(store) == schema.REVISIONS[SCHEMA_VERSION]
     forget_stores()
+
+
+def relabelled_shipped_file(directory: Path, here: Fingerprint, op: str | None = None) -> Fingerprint:
+    """The shipped H200 file's records (of ``op``) written to ``directory`` as if tuned on a sibling of ``here``:
+    another GPU name and SM count, ``here``'s compute capability. The sibling's fingerprint."""
+    import json
+
+    data = json.loads((TESTS.parent / "tuning_db" / "h200.json").read_text())
+    relabelled = replace(here, name=f"NVIDIA sibling of {here.name}", sm_count=here.sm_count + 4)
+    data["records"] = [{**r, "device": relabelled.to_dict(), "device_hash": relabelled.hash}
+                       for r in data["records"] if op is None or r["op"] == op]
+    (directory / "sibling.json").write_text(json.dumps(data))
+    return relabelled
+
+
+needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: provisional records of a "
+                               "shipped file relabelled as a sibling GPU's, dispatched and verified on the GPU")
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_on_a_gpu_a_sibling_s_shipped_record_is_provisional_and_runs(tmp_path, monkeypatch):
+    from kernelzoo.fingerprint import fingerprint
+
+    here = fingerprint("cuda")
+    sibling_fp = relabelled_shipped_file(tmp_path, here, "attention")
+    monkeypatch.setattr(shipped, "shipped_dir", lambda: tmp_path)
+    with temporary_db(tmp_path / "db", monkeypatch):
+        spec = registry.op("attention")
+        records = [w for w in lifecycle.shipped_records("attention") if w.dtype == "float16"]
+        smallest = min(records, key=lambda w: (spec.parse_shape(w.shape), w.flags))
+        call = spec.example(spec.parse_shape(smallest.shape), torch.float16, "cuda")
+        assert spec.flags(call) == smallest.flags
+        choice = dispatch.choose(spec, call)
+        assert choice.reason.startswith(f"provisional (tuned on {sibling_fp.name}), exact bucket"), choice.reason
+        out = dispatch.run_call(spec, call)
+        assert torch.isfinite(out if isinstance(out, torch.Tensor) else out[0]).all()
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_on_a_gpu_tune_verify_promotes_the_provisional_attention_records(tmp_path, monkeypatch):
+    """`kernelzoo tune --verify` over the attention keys a sibling's file lends: each becomes this GPU's own."""
+    import time
+
+    from kernelzoo.fingerprint import fingerprint
+
+    here = fingerprint("cuda")
+    relabelled_shipped_file(tmp_path, here, "attention")
+    monkeypatch.setattr(shipped, "shipped_dir", lambda: tmp_path)
+    with temporary_db(tmp_path / "db", monkeypatch) as url:
+        store = open_store(url)
+        wanted = {(w.op, w.dtype, w.bucket, w.flags) for w in lifecycle.provisional_keys(store, here, "attention")}
+        assert wanted
+        start = time.perf_counter()
+        with WorkerPool(60.0) as pool:
+            retime.tune_verify(store, pool, device="cuda", op="attention",
+                               options=TuneOptions(trials=retime.TOP, budget_ms=50, calibrate=False))
+        print(f"tune --verify of {len(wanted)} attention keys: {time.perf_counter() - start:.0f} s")
+        own = {(w.op, w.dtype, w.bucket, w.flags) for w in winners(store, op="attention", device_hash=here.hash)
+               if w.origin == Origin.VERIFIED}
+        assert own == wanted
+        assert lifecycle.provisional_keys(store, here, "attention") == []

@@ -129,16 +129,19 @@ def _retime(store: Store, pool: WorkerPool, device: str, fp: Fingerprint,
 
 
 def _params_for(pool: WorkerPool, device: str, w: Winner) -> Mapping[str, Any] | None:
-    """The call arguments of ``w``'s key: as recorded, else the first of the op's variants whose call has the
-    key's flags and bucket (asked of the plugin's worker)."""
+    """The call arguments of ``w``'s key: as recorded, else the first of the op's variants, each also with the
+    key's flag words as true keywords (``causal`` -> ``causal=True``), whose call has the key's flags and bucket
+    (asked of the plugin's worker)."""
     if w.params is not None:
         return w.params
     spec = registry.op(w.op)
     variants = list(getattr(spec, "variants", None) or ({},))
     if len(variants) == 1 and not w.flags:
         return variants[0]
+    words = [f for f in w.flags.split("-") if f.isidentifier()]
+    candidates = variants + [{**v, **dict.fromkeys(words, True)} for v in variants if words]
     shape = list(spec.parse_shape(w.shape))
-    for variant in variants:
+    for variant in candidates:
         try:
             found = pool.request(w.plugin, device, {"cmd": "describe", "op": w.op, "plugin": w.plugin,
                                                     "device": device, "dtype": w.dtype, "shape": shape,
