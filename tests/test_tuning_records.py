@@ -445,3 +445,34 @@ def test_on_a_gpu_tune_verify_promotes_the_provisional_attention_records(tmp_pat
                if w.origin == Origin.VERIFIED}
         assert own == wanted
         assert lifecycle.provisional_keys(store, here, "attention") == []
+
+
+def test_a_postgresql_database_of_release_0_1_upgrades_in_place(postgres_url):  # noqa: F811 (the fixture)
+    """The release's tables built by the first revision, a winner of the old hash in them: the upgrade re-keys it
+    and the new origin can be written (PostgreSQL's kz_origin type gains 'VERIFIED')."""
+    import json
+
+    import sqlalchemy as sa
+
+    from kernelzoo.db.legacy import legacy_hash
+
+    impl = registry.impl("softmax", "torch")
+    engine = sa.create_engine(postgres_url)
+    with engine.begin() as conn:
+        schema._upgrade(conn, schema.REVISIONS[1])
+        device = conn.execute(sa.text(
+            "INSERT INTO kz_devices (fingerprint_hash, hardware_hash, kind, name, details, created_at) "
+            "VALUES (:h, :hw, 'cuda', 'NVIDIA H200', :d, now()) RETURNING device_id"),
+            {"h": H200.hash, "hw": H200.hardware_hash, "d": json.dumps(H200.to_dict())}).scalar_one()
+        conn.execute(sa.text(
+            "INSERT INTO kz_winners (op, plugin, source_hash, device_id, dtype, bucket, flags, config, time_ms, "
+            "spread, shape, trials, origin, updated_at) VALUES ('softmax', 'torch', :s, :d, 'float16', '10,12', '', "
+            "'{}', 0.5, 0.01, '1024x4096', 1, 'TUNED', now())"), {"s": legacy_hash(impl), "d": device})
+    engine.dispose()
+    store = open_store(postgres_url)
+    assert schema.inspect_state(store).kind == "current"
+    (w,) = winners(store)
+    assert lifecycle.is_current(w) and w.code_files == impl.code_files and w.time_ms == 0.5
+    save_winner(store, replace(w, device=NVL, origin=Origin.VERIFIED))
+    assert {v.origin for v in winners(store)} == {Origin.TUNED, Origin.VERIFIED}
+    forget_stores()

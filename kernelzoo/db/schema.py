@@ -154,16 +154,16 @@ def _stamp(connection: Connection, rev: str) -> None:
     context.stamp(_script()[1], rev)
 
 
-def _upgrade(connection: Connection) -> None:
-    """Run every revision after the recorded one, inside the caller's transaction."""
+def _upgrade(connection: Connection, target: str = "head") -> None:
+    """Run every revision after the recorded one up to ``target``, inside the caller's transaction."""
     from alembic.runtime.environment import EnvironmentContext
 
     config, script = _script()
 
     def steps(rev: Any, _context: Any) -> Any:
-        return script._upgrade_revs("head", rev)
+        return script._upgrade_revs(target, rev)
 
-    with EnvironmentContext(config, script, fn=steps, destination_rev="head") as env:
+    with EnvironmentContext(config, script, fn=steps, destination_rev=target) as env:
         env.configure(connection=connection, version_table=VERSION_TABLE, transactional_ddl=True)
         env.run_migrations()
 

@@ -36,14 +36,17 @@ def upgrade() -> None:
         sa.Column("details", sa.JSON, nullable=False),
         sa.Column("ceilings", sa.JSON, nullable=True),
         sa.Column("created_at", when, nullable=False))
-    device = sa.ForeignKey("kz_devices.device_id", ondelete="CASCADE")
+
+    def device() -> sa.ForeignKey:
+        return sa.ForeignKey("kz_devices.device_id", ondelete="CASCADE")
+
     op.create_table(
         "kz_winners",
         sa.Column("winner_id", sa.Integer, primary_key=True),
         sa.Column("op", sa.String(128), nullable=False, index=True),
         sa.Column("plugin", sa.String(128), nullable=False),
         sa.Column("source_hash", sa.String(32), nullable=False),
-        sa.Column("device_id", sa.Integer, device, nullable=False),
+        sa.Column("device_id", sa.Integer, device(), nullable=False),
         sa.Column("dtype", sa.String(32), nullable=False),
         sa.Column("bucket", sa.String(128), nullable=False),
         sa.Column("flags", sa.String(256), nullable=False),
@@ -61,7 +64,7 @@ def upgrade() -> None:
         sa.Column("study_name", sa.String(512), nullable=False, index=True),
         sa.Column("op", sa.String(128), nullable=False),
         sa.Column("plugin", sa.String(128), nullable=False),
-        sa.Column("device_id", sa.Integer, device, nullable=False),
+        sa.Column("device_id", sa.Integer, device(), nullable=False),
         sa.Column("shape", sa.String(256), nullable=False),
         sa.Column("config", sa.JSON, nullable=False),
         sa.Column("outcome", sa.Enum(*OUTCOMES, name="kz_outcome"), nullable=False),
@@ -73,7 +76,7 @@ def upgrade() -> None:
         "kz_missed_keys",
         sa.Column("missed_key_id", sa.Integer, primary_key=True),
         sa.Column("op", sa.String(128), nullable=False),
-        sa.Column("device_id", sa.Integer, device, nullable=False),
+        sa.Column("device_id", sa.Integer, device(), nullable=False),
         sa.Column("dtype", sa.String(32), nullable=False),
         sa.Column("bucket", sa.String(128), nullable=False),
         sa.Column("flags", sa.String(256), nullable=False),
@@ -87,7 +90,7 @@ def upgrade() -> None:
         sa.Column("shipped_import_id", sa.Integer, primary_key=True),
         sa.Column("file_name", sa.String(256), nullable=False),
         sa.Column("file_hash", sa.String(64), nullable=False),
-        sa.Column("device_id", sa.Integer, device, nullable=False),
+        sa.Column("device_id", sa.Integer, device(), nullable=False),
         sa.Column("records", sa.Integer, nullable=False),
         sa.Column("imported_at", when, nullable=False),
         sa.UniqueConstraint("file_hash", "device_id"))
