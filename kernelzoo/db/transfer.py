@@ -93,7 +93,7 @@ class ImportResult:
     imported: int = 0
     other_device: int = 0  # skipped: recorded on a device that does not match
     kept: int = 0  # skipped: a winner measured here already holds the key
-    stale: int = 0  # skipped: the kernel source or config space changed since
+    stale: int = 0  # skipped: not current (the kernel's code changed, or the plugin is not installed)
 
 
 def import_winners(store: Store, found: list[Winner], here: Fingerprint, *, any_device: bool = False,

@@ -52,8 +52,11 @@ def tune_stale(store: Store, pool: WorkerPool, *, device: str, op: str | None = 
                plugins: Sequence[str] | None = None, options: TuneOptions | None = None,
                progress: Progress | None = None) -> list[ShapeReport]:
     """Re-time each stale winner's config under the installed code; its result is the key's current winner."""
+    from kernelzoo.db.shipped import import_shipped
+
     progress = progress or Progress(enabled=False)
     fp = device_fingerprint(pool, device)
+    import_shipped(store, fp)  # a shipped file's stale records of this GPU, on a database that has not read it yet
     rows = stale_records(store, fp, op, plugins)
     if rows:
         progress.note(f"re-timing {len(rows)} stale record(s): " + "; ".join(sorted(
