@@ -184,6 +184,8 @@ def test_a_code_edit_leaves_stale_records_and_tune_stale_retimes_only_their_conf
     assert [c["BLOCK"] for c in measured(store)][4:] == [before.config["BLOCK"]], "the stale config alone"
     assert [r.winner for r in reports] == ["tiles"]
     assert retimed(retime.tune_stale, store) == []
+    assert cli.main(["tune", "--stale", "--pending", "--device", "cpu", "--quiet", "--db", toy.url]) == 0
+    assert "no stale records on cpu" in capsys.readouterr().err
     fresh = [w for w in winners(store, op="kz_life") if lifecycle.is_current(w)]
     assert [w.config for w in fresh] == [before.config]
     assert len(winners(store, op="kz_life")) == 2, "the stale record is kept beside the current one"
