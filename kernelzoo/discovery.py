@@ -12,7 +12,7 @@ import os
 import pkgutil
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from importlib.metadata import entry_points
 from types import ModuleType
 from typing import Any
@@ -102,11 +102,13 @@ class Registry:
         self.op(op)
         return list(self.impls[op].values())
 
-    def is_current(self, op: str, plugin: str, source_hash: str) -> bool:
-        """Whether a record of ``op``/``plugin`` tuned under ``source_hash`` still applies: the plugin is
-        registered and its kernel source and config space are the ones it was measured on."""
+    def is_current(self, op: str, plugin: str, source_hash: str, config: Mapping[str, Any] | None = None) -> bool:
+        """Whether a record of ``op``/``plugin`` tuned under code hash ``source_hash`` still applies: the plugin is
+        registered, its kernel code is the code it was measured on, and ``config`` (where given) is still a point
+        of its config space."""
         impl = self.load().impls.get(op, {}).get(plugin)
-        return impl is not None and impl.source_hash == source_hash
+        return (impl is not None and impl.source_hash == source_hash
+                and (config is None or impl.in_space(config)))
 
     def impl(self, op: str, plugin: str) -> Implementation:
         impls = {i.plugin: i for i in self.implementations(op)}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import functools
 import hashlib
 import inspect
@@ -9,6 +10,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any, ClassVar
 
 import torch
@@ -76,25 +78,46 @@ class Implementation:
         return expand_includes((self.source_dir() / name).read_text(), name, self.source_dir())
 
     @functools.cached_property
-    def source_hash(self) -> str:
-        """Hash of the implementation's module and kernel sources, and its config space.
+    def code_files(self) -> dict[str, str]:
+        """Hash of each file of the kernel's code, by its path inside its package ("kernelzoo_plugins/softmax/
+        triton.py"): the implementation's module, the modules of its plugin base classes, its kernel sources.
 
-        Modules of base classes that plugins share (in ``kernelzoo_plugins`` or a
-        ``kernelzoo.backends.triton_*`` kernel module) count too: editing a shared wrapper
-        expires the winners of every op built on it. The core's own bases do not.
+        Which base classes count comes from the class's MRO: every class but the core's own bases
+        (:func:`core_bases`), so a shared wrapper or a family's kernel module counts wherever it lives. Its config
+        space is not code: a record stays current while these files are unchanged and its config is in the space,
+        so a module's hash leaves out the tuning declarations of its classes (:data:`TUNING_DECLARATIONS`).
         """
+        files: dict[str, str] = {}
+        for cls in type(self).__mro__:
+            if cls in core_bases() or cls is object or not issubclass(cls, Implementation):
+                continue
+            module = sys.modules[cls.__module__]
+            name = _package_path(module)
+            if name not in files:
+                files[name] = _digest(_without_tuning_declarations(inspect.getsource(module)))
+        base = _package_path(sys.modules[type(self).__module__]).rpartition("/")[0]
+        for source in self.sources:
+            files[f"{base}/{source}" if base else source] = _digest(self.read_source(source))
+        return files
+
+    @functools.cached_property
+    def source_hash(self) -> str:
+        """Hash of the kernel's code (:attr:`code_files`), not of its config space: a record's code hash."""
         h = hashlib.sha256()
-        modules = [type(self).__module__]
-        for cls in type(self).__mro__[1:]:
-            if cls.__module__.startswith(("kernelzoo_plugins.", "kernelzoo.backends.triton_")) and \
-                    cls.__module__ not in modules:
-                modules.append(cls.__module__)
-        for module in modules:
-            h.update(inspect.getsource(sys.modules[module]).encode())
-        for name in self.sources:
-            h.update(self.read_source(name).encode())
-        h.update(repr(sorted((k, list(v)) for k, v in self.config_space.items())).encode())
+        for name, digest in self.code_files.items():
+            h.update(f"{name}\0{digest}\0".encode())
         return h.hexdigest()[:16]
+
+    def in_space(self, config: Mapping[str, Any]) -> bool:
+        """Whether ``config`` is a point of the config space: every key of the space with a value in its list, and
+        no key the plugin does not know."""
+        if not isinstance(config, Mapping) or not set(self.config_space) <= set(config) <= (
+                set(self.config_space) | set(self.default_config)):
+            return False
+        try:
+            return all(config[k] in list(v) for k, v in self.config_space.items())
+        except TypeError:  # a value that cannot be compared
+            return False
 
     @property
     def key(self) -> str:
@@ -114,3 +137,54 @@ class Broken(Implementation):
 
     def available(self) -> Availability:
         return Availability(False, f"failed to import: {self.error}")
+
+
+def core_bases() -> frozenset[type]:
+    """The core's own implementation base classes: :class:`Implementation` and the kind bases the core ships
+    (the direct subclasses of it defined in the ``kernelzoo`` package, such as the Triton launcher). Their code is
+    the launcher's, not a kernel's: editing them leaves records current."""
+    found = {Implementation}
+    for cls in Implementation.__subclasses__():
+        if cls.__module__.split(".")[0] == "kernelzoo":
+            found.add(cls)
+    return frozenset(found)
+
+
+def _package_path(module: ModuleType) -> str:
+    """'kernelzoo_plugins/softmax/triton.py': a module's file under its top-level package's name."""
+    top = module.__name__.split(".")[0]
+    path = Path(inspect.getfile(module))
+    if top == module.__name__ and not hasattr(module, "__path__"):  # a top-level single-file module
+        return path.name
+    root = Path(inspect.getfile(sys.modules[top])).parent if top in sys.modules else path.parent
+    try:
+        return f"{top}/{path.relative_to(root).as_posix()}"
+    except ValueError:  # a module outside its package's folder (a single-file package)
+        return path.name
+
+
+# Class attributes that say how to tune a kernel, not what it computes: editing them keeps records current.
+TUNING_DECLARATIONS = frozenset({"config_space", "default_config", "tuning_seeds"})
+
+
+def _without_tuning_declarations(source: str) -> str:
+    """``source`` without the lines of class-level assignments to :data:`TUNING_DECLARATIONS` (comments and
+    everything else kept: a comment edit is a code edit)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return source
+    drop: set[int] = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ClassDef):
+            continue
+        for statement in node.body:
+            targets = statement.targets if isinstance(statement, ast.Assign) else \
+                [statement.target] if isinstance(statement, ast.AnnAssign) else []
+            if any(isinstance(t, ast.Name) and t.id in TUNING_DECLARATIONS for t in targets):
+                drop.update(range(statement.lineno, (statement.end_lineno or statement.lineno) + 1))
+    return "".join(line for i, line in enumerate(source.splitlines(keepends=True), 1) if i not in drop)
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

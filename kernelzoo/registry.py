@@ -9,7 +9,7 @@ third-party code import, re-exported from where they live.
 """
 
 from kernelzoo.discovery import ENTRY_POINT_GROUP, EXTRA_PLUGINS_ENV, Registry, registry
-from kernelzoo.implementation import Availability, Broken, Implementation
+from kernelzoo.implementation import TUNING_DECLARATIONS, Availability, Broken, Implementation, core_bases
 from kernelzoo.spec import (
     DTYPE_NAMES,
     FLOATS,
@@ -34,8 +34,33 @@ from kernelzoo.spec import (
 )
 
 __all__ = [
-    "DTYPE_NAMES", "ENTRY_POINT_GROUP", "EXTRA_PLUGINS_ENV", "FLOATS", "Availability", "BadCase", "Broken", "Call",
-    "Case", "Derivative", "Implementation", "Input", "Op", "Registry", "_ranges", "check_same", "check_tensor",
-    "clone_input", "copy_input_", "dtype_name", "input_tensors", "is_fake", "parse_dtype", "poison_outputs",
-    "randn", "registry", "value_range",
+    "DTYPE_NAMES",
+    "ENTRY_POINT_GROUP",
+    "EXTRA_PLUGINS_ENV",
+    "FLOATS",
+    "TUNING_DECLARATIONS",
+    "Availability",
+    "BadCase",
+    "Broken",
+    "Call",
+    "Case",
+    "Derivative",
+    "Implementation",
+    "Input",
+    "Op",
+    "Registry",
+    "_ranges",
+    "check_same",
+    "check_tensor",
+    "clone_input",
+    "copy_input_",
+    "core_bases",
+    "dtype_name",
+    "input_tensors",
+    "is_fake",
+    "parse_dtype",
+    "poison_outputs",
+    "randn",
+    "registry",
+    "value_range",
 ]

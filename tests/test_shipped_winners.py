@@ -1,7 +1,8 @@
-"""The shipped winners (tuning_db/*.json) against the installed plugins: a record whose kernel source or config
-space has changed since it was tuned is skipped at import, so an edited kernel would silently lose its shipped
-winners on every GPU the files cover. Each record must name a registered op and plugin, carry the installed
-source hash and a config of the plugin's space, and be the only record of its key."""
+"""The shipped winners (tuning_db/*.json) against the installed plugins: a record whose kernel code has changed
+since it was tuned, or whose config left the space, is not current and is skipped at import, so an edited kernel
+would silently lose its shipped winners on every GPU the files cover. Each record must name a registered op and
+plugin, carry the installed code hash and a config of the plugin's space, and be the only record of its key; the
+files are in the current format, so no record depends on re-keying an older hash."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelzoo.db.transfer import read_file
+from kernelzoo.db.transfer import FORMAT_VERSION, read_file
 from kernelzoo.registry import registry
 
 SHIPPED = sorted((Path(__file__).resolve().parent.parent / "tuning_db").glob("*.json"))
@@ -26,11 +27,14 @@ def problems(path: Path) -> list[str]:
             found.append(f"{name}: no such op or plugin")
             continue
         if not registry.is_current(w.op, w.plugin, w.source_hash):
-            found.append(f"{name}: the kernel source or config space changed since it was tuned")
+            found.append(f"{name}: the kernel's code changed since it was tuned")
         unknown = sorted(set(w.config) - set(impl.default_config) - set(impl.config_space))
         outside = sorted(k for k, v in w.config.items() if k in impl.config_space and v not in impl.config_space[k])
-        if unknown or outside:
-            found.append(f"{name}: config keys not in the plugin's space {unknown}, values outside it {outside}")
+        missing = sorted(set(impl.config_space) - set(w.config))
+        if unknown or outside or missing:
+            found.append(f"{name}: config keys not in the plugin's space {unknown}, values outside it {outside}"
+                         + (f", space keys missing {missing}" if missing else ""))
+        assert impl.in_space(w.config) == (not (unknown or outside or missing)), "Implementation.in_space agrees"
         key = (w.op, w.plugin, w.dtype, w.bucket, w.flags, w.device.hash)
         if key in seen:
             found.append(f"{name}: a second record of the same key")
@@ -40,6 +44,13 @@ def problems(path: Path) -> list[str]:
 
 def test_there_are_shipped_files():
     assert {p.name for p in SHIPPED} >= {"h100-sxm.json", "h200.json"}
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
+def test_shipped_files_are_in_the_current_format(path):
+    data = json.loads(path.read_text())
+    assert data["version"] == FORMAT_VERSION
+    assert all(r["code_files"] for r in data["records"]), "every record names the files of its code"
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)

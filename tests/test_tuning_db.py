@@ -18,13 +18,13 @@ from tuning_helpers import reset_lookup, temporary_db
 import kernelzoo
 from kernelzoo import cli
 from kernelzoo.bench.cases import plugin_config
-from kernelzoo.db import records, schema, shipped, store
-from kernelzoo.db.models import Origin, SchemaVersionModel, ShippedImportModel
+from kernelzoo.db import records, shipped, store
+from kernelzoo.db.models import SCHEMA_VERSION, Origin, SchemaVersionModel, ShippedImportModel
 from kernelzoo.db.prune import prune
 from kernelzoo.db.ranking import pick_winner
 from kernelzoo.db.records import Winner, missed_keys, save_winner, winners
 from kernelzoo.db.store import forget_stores, open_store
-from kernelzoo.db.transfer import FORMAT, to_record
+from kernelzoo.db.transfer import FORMAT, FORMAT_VERSION, to_record
 from kernelzoo.errors import DatabaseError
 from kernelzoo.fingerprint import cpu_fingerprint
 from kernelzoo.registry import registry
@@ -66,19 +66,22 @@ def test_winners_round_trip_through_the_database_and_an_export(tmp_db, tmp_path)
     assert {w.origin for w in imported} == {Origin.IMPORTED}
 
 
-def test_a_changed_kernel_source_or_config_space_is_a_miss(tmp_db, monkeypatch):
+def test_a_changed_kernel_code_or_a_config_out_of_the_space_is_a_miss(tmp_db, monkeypatch):
     save_winner(open_store(tmp_db), relu_winner("python"))
     assert (explain().plugin, explain().reason) == ("python", "tuned (exact bucket n=2^12)")
     original = registry.impl("relu", "python")
     wider = type(original)()
-    wider.config_space = {"unroll": [1, 2]}  # same source, another config space
+    wider.config_space = {"unroll": [1, 2]}  # same code; the stored config {} is no point of this space
+    assert wider.source_hash == original.source_hash
+    monkeypatch.setitem(registry.impls["relu"], "python", wider)
+    reset_lookup()
+    assert explain().reason == "default order"
     edited = type(original)()
-    edited.__dict__["source_hash"] = "0" * 16  # as if its source had changed
-    for changed in (wider, edited):
-        assert changed.source_hash != original.source_hash
-        monkeypatch.setitem(registry.impls["relu"], "python", changed)
-        reset_lookup()
-        assert explain().reason == "default order"
+    edited.__dict__["source_hash"] = "0" * 16  # as if its code had changed: the record is stale, kept, not run
+    monkeypatch.setitem(registry.impls["relu"], "python", edited)
+    reset_lookup()
+    assert explain().reason.startswith("default order (stale: python (")
+    assert len(winners(open_store(tmp_db))) == 1
 
 
 def test_dispatch_picks_the_tuned_winner_and_use_overrides_it(tmp_db):
@@ -172,23 +175,6 @@ def test_a_newer_schema_is_never_written_and_the_message_names_the_version(tmp_d
     assert hashlib.sha256(Path(path).read_bytes()).hexdigest() == before
 
 
-def test_an_older_schema_is_upgraded_by_db_upgrade(tmp_db, monkeypatch):
-    open_store(tmp_db)
-    forget_stores()
-    monkeypatch.setattr(schema, "SCHEMA_VERSION", 2)
-    monkeypatch.setattr(schema, "MIGRATIONS", {1: lambda c: c.exec_driver_sql(
-        "ALTER TABLE kz_winners ADD COLUMN note VARCHAR(64)")})
-    with pytest.raises(DatabaseError, match="version 1; this kernelzoo uses version 2: run `kernelzoo db upgrade"):
-        open_store(tmp_db)
-    forget_stores()
-    assert cli.main(["db", "upgrade", "--db", tmp_db]) == 0
-    with sqlite3.connect(tmp_db.removeprefix("sqlite:///")) as con:
-        assert con.execute("SELECT version FROM kz_schema_versions").fetchone() == (2,)
-        assert "note" in [row[1] for row in con.execute("PRAGMA table_info(kz_winners)")]
-    con.close()
-    open_store(tmp_db)
-
-
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "found while reading"])
 def test_a_damaged_database_file_is_moved_aside_and_replaced(tmp_db, tmp_path, monkeypatch, damage):
     path = tmp_path / "tuning.sqlite"
@@ -238,12 +224,14 @@ def test_shipped_winners_of_this_hardware_are_imported_once(tmp_db, tmp_path, mo
                relu_winner("torch", device=other_chip, time_ms=0.1),
                relu_winner("torch", source_hash="0" * 16, time_ms=0.1)]  # a kernel since edited
     (tmp_path / "cpu.json").write_text(json.dumps(
-        {"format": FORMAT, "version": 1, "records": [to_record(w) for w in records]}))
+        {"format": FORMAT, "version": FORMAT_VERSION, "records": [to_record(w) for w in records]}))
     monkeypatch.setattr(shipped, "shipped_dir", lambda: tmp_path)
-    assert (explain().plugin, explain().reason) == ("python", "tuned (exact bucket n=2^12)")
+    assert explain().plugin == "python"
+    assert explain().reason.startswith("tuned (exact bucket n=2^12); stale: torch (")  # kept, not run
     db = open_store(tmp_db)
-    (stored,) = winners(db)
-    assert (stored.origin, stored.device) == (Origin.SHIPPED, here)
+    stored = {w.plugin: w for w in winners(db)}
+    assert {(w.origin, w.device) for w in stored.values()} == {(Origin.SHIPPED, here)}
+    assert sorted(stored) == ["python", "torch"] and stored["torch"].source_hash == "0" * 16
     assert len(db.transaction(lambda s: s.scalars(select(ShippedImportModel)).all())) == 1
     forget_stores()
     with sqlite3.connect(tmp_path / "tuning.sqlite") as con:
@@ -291,4 +279,4 @@ def test_show_and_doctor_report_the_database(tmp_db, capsys):
     assert "python *" in capsys.readouterr().out
     assert cli.main(["doctor", "--db", tmp_db]) == 0
     out = capsys.readouterr().out
-    assert "schema version 1, healthy" in out and "1 key(s) with a current winner" in out
+    assert f"schema version {SCHEMA_VERSION}, healthy" in out and "1 key(s) with a current winner" in out

@@ -70,6 +70,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "(default 60)")
     fleet.add_argument("--status", action="store_true", help="show the newest (or --job) job: keys done, "
                        "claimed, left, ETA")
+    p.add_argument("--stale", action="store_true", help="re-time the configs of stale records (their kernel's "
+                   "code changed since tuning) under the installed code, first; with --pending, then those keys")
+    p.add_argument("--verify", action="store_true", help="re-time the top configs of each provisional record (one "
+                   "borrowed from a sibling GPU) here and store the winners as this GPU's own")
     p.set_defaults(func=run_tune)
 
     s = sub.add_parser("show", help="list the stored winners")
@@ -101,8 +105,8 @@ def run_tune(args: argparse.Namespace) -> int:
         from kernelzoo.tuner.fleet import show_status
 
         return show_status(open_store(args.db), args.job, args.json)
-    if not args.op and not args.pending:
-        raise ArgumentError("tune: pass --op OP (or --pending)")
+    if not args.op and not (args.pending or args.stale or args.verify):
+        raise ArgumentError("tune: pass --op OP (or --pending, --stale, --verify)")
     ops = check_ops(args.op)
     check_plugins(args.plugin, ops or None)
     device = check_device(args.device, "tune")
@@ -110,7 +114,8 @@ def run_tune(args: argparse.Namespace) -> int:
     progress = Progress(enabled=not args.quiet, verbose=args.verbose)
     store = open_store(args.db, check=True)
     shared = not store.url.startswith("sqlite")  # a server database (PostgreSQL): tuners on other hosts join
-    if args.devices or args.workers or args.budget or args.floor_within is not None or shared:
+    fleet_options = args.devices or args.workers or args.budget or args.floor_within is not None
+    if (fleet_options or shared) and not (args.stale or args.verify):
         from kernelzoo.tuner import fleet
         from kernelzoo.tuner.jobs import parse_duration
 
@@ -120,13 +125,24 @@ def run_tune(args: argparse.Namespace) -> int:
         return fleet.run(args, store, options, progress)
     report = TuneReport()
     with WorkerPool(options.timeout_s) as pool:
+        if args.stale or args.verify:
+            from kernelzoo.tuner.retime import tune_stale, tune_verify
+
+            for wanted, retime, what in ((args.stale, tune_stale, "stale records"),
+                                         (args.verify, tune_verify, "provisional records")):
+                for op in (ops or [None]) if wanted else ():
+                    found = retime(store, pool, device=device, op=op, plugins=args.plugin, options=options,
+                                   progress=progress)
+                    if not found:
+                        progress.note(f"kernelzoo: no {what}{f' of {op}' if op else ''} on {device}")
+                    report.keys += found
+        jobs = []
         if args.pending:
             jobs = [job for op in ops or [None]
                     for job in plan_pending(store, pool, device, op, args.plugin, report.skipped)]
             if not jobs and not report.skipped:
                 progress.note(f"kernelzoo: no pending keys on {device}")
-        else:
-            jobs = []
+        elif not (args.stale or args.verify):
             for op in ops:
                 spec = registry.op(op)
                 shapes = [spec.parse_shape(s) for s in args.shape] if args.shape else None
@@ -148,6 +164,7 @@ def run_tune(args: argparse.Namespace) -> int:
 
 
 def run_show(args: argparse.Namespace) -> int:
+    from kernelzoo.db.lifecycle import is_stale, stale_reason
     from kernelzoo.db.ranking import by_key
     from kernelzoo.db.records import winners
     from kernelzoo.db.store import open_store
@@ -157,18 +174,25 @@ def run_show(args: argparse.Namespace) -> int:
     check_ops([args.op] if args.op else None)
     rows = winners(open_store(args.db), op=args.op)
     found = []
+    n_stale = 0
     for winner, candidates, stale in by_key(rows):
-        shown = candidates + stale if args.all else [winner] if winner is not None else []
+        # a key whose records are all stale shows them, so that what needs `tune --stale` is seen
+        shown = candidates + stale if args.all else [winner] if winner is not None else stale
+        n_stale += sum(is_stale(w) for w in stale)
         for w in shown:
             record = {k: v for k, v in to_record(w).items() if k != "device"}
-            record.update(device=w.device.describe(), winner=w is winner, stale=w in stale)
+            record.update(device=w.device.describe(), winner=w is winner, stale=w in stale,
+                          stale_reason=stale_reason(w) if w in stale else None)
             found.append(record)
     if args.json:
         print_json(found)
         return 0
     table = [(r["op"], r["device"], r["dtype"], r["shape"], ",".join(map(str, r["bucket"])), r["flags"] or "-",
               r["plugin"] + (" *" if r["winner"] and args.all else ""), f"{r['time_ms']:.4g}",
-              json.dumps(r["config"]), r["origin"] + (" (stale)" if r["stale"] else "")) for r in found]
+              json.dumps(r["config"]), r["origin"] + (f" (stale: {r['stale_reason']})" if r["stale"] else ""))
+             for r in found]
     print(format_table(("op", "device", "dtype", "shape", "bucket", "flags", "plugin", "ms", "config", "origin"),
                        table) if table else "no stored winners")
+    if n_stale:
+        print(f"{n_stale} stale record(s), kept but not run: `kernelzoo tune --stale` re-times their configs")
     return 0

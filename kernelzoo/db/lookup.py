@@ -132,7 +132,8 @@ class WinnerLookup:
         self._missed.clear()
 
     def _lookup(self, url: str, op: Op, call: Call, plugin: str | None = None) -> Choice | None:
-        from kernelzoo.db.records import Miss, winners
+        from kernelzoo.db import lifecycle
+        from kernelzoo.db.records import Miss
         from kernelzoo.db.store import open_store
 
         store = open_store(url)
@@ -141,7 +142,7 @@ class WinnerLookup:
         dtype, flags, bucket = dtype_name(call.dtype), op.flags(call), op.bucket(call)
         group = (url, op.name, here.hash, dtype, flags)
         if group not in self._groups:
-            self._groups[group] = winners(store, op=op.name, device_hash=here.hash, dtype=dtype, flags=flags)
+            self._groups[group] = lifecycle.candidates(store, op.name, here, dtype, flags)
         by_bucket = self._usable(self._groups[group], op, call, plugin)
         if plugin is None and bucket not in by_bucket and (url, *group[1:], bucket) not in self._missed:
             self._missed.add((url, *group[1:], bucket))
@@ -153,12 +154,15 @@ class WinnerLookup:
         else:
             near = [b for b in by_bucket if len(b) == len(bucket)]
             if not near:
-                return None
+                return self._stale_default(op, call, lifecycle.stale_note(self._groups[group], bucket), plugin)
             best = min(near, key=lambda b: (math.dist(b, bucket), b))
             found = by_bucket[best]
             reason = (f"tuned (nearest bucket {op.describe_bucket(call, best)} "
                       f"for {op.describe_bucket(call, bucket)})")
         winner = pick_winner(found, call.device.type, op.name)
+        reason = lifecycle.label(winner, here, reason)
+        if stale := lifecycle.stale_note(self._groups[group], bucket):
+            reason = f"{reason}; {stale}"
         impl = registry.impls[op.name][winner.plugin]
         return Choice(winner.plugin, impl.config(winner.config), reason, impl, nearest=nearest)
 
@@ -171,11 +175,24 @@ class WinnerLookup:
         by_bucket: dict[tuple[int, ...], list[Winner]] = {}
         for w in rows:
             impl = impls.get(w.plugin)
-            if (w.plugin in allowed and impl is not None and impl.source_hash == w.source_hash
+            if (w.plugin in allowed and impl is not None
+                    and registry.is_current(op.name, w.plugin, w.source_hash, w.config)
                     and registry.availability(impl) and call.device.type in impl.devices()
                     and impl.supports(call) is None):
                 by_bucket.setdefault(w.bucket, []).append(w)
         return by_bucket
+
+    @staticmethod
+    def _stale_default(op: Op, call: Call, note: str, plugin: str | None) -> Choice | None:
+        """No current record: the default order's first plugin that runs ``call``, its reason naming the stale
+        records of the key (None, the plain default order, when there are none)."""
+        if not note or plugin is not None:
+            return None
+        for impl in (registry.impls[op.name][p] for p in plugin_order(call.device.type, registry.impls[op.name],
+                                                                      op.name)):
+            if call.device.type in impl.devices() and registry.availability(impl) and impl.supports(call) is None:
+                return Choice(impl.plugin, impl.config(), f"default order ({note})", impl)
+        return None
 
     def _import_shipped(self, url: str, store: Store, here: Fingerprint) -> None:
         if (url, here.hash) in self._shipped:

@@ -14,9 +14,10 @@ from typing import Any
 from sqlalchemy import JSON, CheckConstraint, DateTime, Enum, Float, ForeignKey, Integer, String, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-# Version of the tables below. Raise it with every change of them and add the step from the
-# previous version to kernelzoo.db.schema.MIGRATIONS.
-SCHEMA_VERSION = 1
+# Version of the tables below, also written to kz_schema_versions so that an older kernelzoo, which reads only
+# that row, never writes to a newer database. Raise it with every change of them, with an alembic revision in
+# kernelzoo/db/migrations/versions/ that makes the change in place.
+SCHEMA_VERSION = 2
 
 
 def now() -> datetime:
@@ -33,6 +34,7 @@ class Origin(enum.Enum):
     TUNED = "tuned"  # measured on this database's machine by `kernelzoo tune`
     IMPORTED = "imported"  # `kernelzoo db import`
     SHIPPED = "shipped"  # tuning_db/ records of a matching GPU, imported on first use
+    VERIFIED = "verified"  # a sibling GPU's record re-timed here by `kernelzoo tune --verify`
 
 
 class Outcome(enum.Enum):
@@ -74,7 +76,13 @@ class DeviceModel(Base):
 
 
 class WinnerModel(Base):
-    """The best verified config of one plugin for one key; the winner across plugins is chosen on read."""
+    """The best verified config of one plugin for one key; the winner across plugins is chosen on read.
+
+    ``source_hash`` is the hash of the kernel's code the config was measured on (Implementation.source_hash),
+    not of its config space: a row is current while that code is installed and its config is in the space, and
+    stale (kept, not run as tuned) after an edit. ``code_files`` holds the hash of each file of that code, so
+    that a stale row names the file that changed.
+    """
 
     __tablename__ = "kz_winners"
     __table_args__ = (UniqueConstraint("op", "plugin", "source_hash", "device_id", "dtype", "bucket", "flags"),)
@@ -92,6 +100,8 @@ class WinnerModel(Base):
     shape: Mapped[str] = mapped_column(String(256))  # the shape that was timed
     trials: Mapped[int] = mapped_column(Integer)
     origin: Mapped[Origin] = mapped_column(Enum(Origin, name="kz_origin"))
+    code_files: Mapped[dict[str, str] | None] = mapped_column(JSON, nullable=True)
+    params: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)  # the timed call's keyword arguments
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now, onupdate=now)
 
 

@@ -1,4 +1,5 @@
-"""``kernelzoo db prune``: drop winners and studies whose kernel source or config space changed."""
+"""``kernelzoo db prune``: drop winners that are not current (stale, or a config no longer in the space) and the
+studies of code that changed."""
 
 from __future__ import annotations
 
@@ -21,13 +22,14 @@ class Pruned:
 
 
 def prune(store: Store, older_than_days: float | None = None) -> Pruned:
-    """Delete stale winners, the Optuna studies of stale keys (and of idle ones with ``older_than_days``)
-    and their trial records; how many of each went."""
+    """Delete the winners that are not current (`tune --stale` re-times stale ones: prune after it), the Optuna
+    studies of changed code (and idle ones with ``older_than_days``) and their trial records; how many of each
+    went."""
     import optuna
 
     from kernelzoo.tuner.search import optuna_storage
 
-    stale = [w.key for w in winners(store) if not registry.is_current(w.op, w.plugin, w.source_hash)]
+    stale = [w.key for w in winners(store) if not registry.is_current(w.op, w.plugin, w.source_hash, w.config)]
     n_winners = store.transaction(lambda s: delete_winners(s, stale), write=True)
     storage = optuna_storage(store.url)
     cutoff = datetime.now(timezone.utc) - timedelta(days=older_than_days) if older_than_days is not None else None

@@ -44,8 +44,8 @@ def pick_winner(candidates: Sequence[C], device_type: str, op: str | None = None
 def by_key(rows: Sequence[Winner]) -> list[tuple[Winner | None, list[Winner], list[Winner]]]:
     """Per key (op, device, dtype, bucket, flags): the winner, the current candidates, the stale rows.
 
-    Current: the plugin is registered, dispatch may choose it on that device kind, and its
-    kernel source and config space are unchanged since it was tuned.
+    Current: the plugin is registered, dispatch may choose it on that device kind, its kernel
+    code is unchanged since it was tuned and its config is still in the space.
     """
     groups: dict[tuple, list[Winner]] = {}
     for w in rows:
@@ -55,7 +55,8 @@ def by_key(rows: Sequence[Winner]) -> list[tuple[Winner | None, list[Winner], li
         impls = registry.impls.get(op, {})
         kind = group[0].device.kind
         allowed = set(plugin_order(kind, impls))
-        current = [w for w in group if w.plugin in allowed and impls[w.plugin].source_hash == w.source_hash]
+        current = [w for w in group
+                   if w.plugin in allowed and registry.is_current(op, w.plugin, w.source_hash, w.config)]
         stale = [w for w in group if w not in current]
         out.append((pick_winner(current, kind, op) if current else None, current, stale))
     return out

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from dataclasses import replace as replace_fields
 from typing import Any
 
 from sqlalchemy import delete, func, select
@@ -33,7 +34,7 @@ class Winner:
 
     op: str
     plugin: str
-    source_hash: str  # Implementation.source_hash: kernel sources and config space
+    source_hash: str  # Implementation.source_hash: the kernel's code, not its config space
     device: Fingerprint
     dtype: str
     bucket: tuple[int, ...]
@@ -44,6 +45,8 @@ class Winner:
     shape: str = ""  # the shape that was timed
     trials: int = 0
     origin: Origin = Origin.TUNED
+    code_files: Mapping[str, str] = field(default_factory=dict)  # Implementation.code_files when it was tuned
+    params: Mapping[str, Any] | None = None  # the timed call's keyword arguments (None: not recorded)
 
     @property
     def key(self) -> tuple:
@@ -76,8 +79,20 @@ def device_id(session: Session, fp: Fingerprint, *, create: bool) -> int | None:
     return row.device_id
 
 
-def put_winner(session: Session, winner: Winner, *, replace: Iterable[Origin] = tuple(Origin)) -> bool:
-    """Insert ``winner``, or overwrite the row of its key if that row's origin is in ``replace``."""
+def better(new: Winner, old: Winner) -> bool:
+    """Whether ``new`` beats ``old`` by more than the noise of either timing (the rule of ranking.pick_winner)."""
+    return old.time_ms > new.time_ms * (1 + max(new.spread, old.spread))
+
+
+def put_winner(session: Session, winner: Winner, *, replace: Iterable[Origin] = tuple(Origin),
+               better_only: bool = False) -> bool:
+    """Insert ``winner``, or overwrite the row of its key if that row's origin is in ``replace``.
+
+    With ``better_only`` (a measurement of this machine) a row measured here (tuned or verified) whose config is
+    still in the space is overwritten only by a result :func:`better` than it: a slower re-run, or a tuner that
+    finishes last with an older result, never replaces a faster winner. The read and the write share the
+    caller's write transaction, so two tuners cannot both pass the check.
+    """
     dev = device_id(session, winner.device, create=True)
     row = session.execute(select(WinnerModel).where(
         WinnerModel.op == winner.op, WinnerModel.plugin == winner.plugin,
@@ -86,18 +101,28 @@ def put_winner(session: Session, winner: Winner, *, replace: Iterable[Origin] = 
         WinnerModel.flags == winner.flags)).scalar_one_or_none()
     if row is not None and row.origin not in set(replace):
         return False
+    if better_only and row is not None and row.origin in (Origin.TUNED, Origin.VERIFIED):
+        from kernelzoo.registry import registry
+
+        old = replace_fields(winner, config=row.config, time_ms=row.time_ms, spread=row.spread)
+        if registry.is_current(winner.op, winner.plugin, row.source_hash, row.config) and not better(winner, old):
+            if dict(row.config) == dict(winner.config):  # the same winner: only its count of measured configs grows
+                row.trials = max(row.trials, winner.trials)
+            return False
     if row is None:
         row = WinnerModel(op=winner.op, plugin=winner.plugin, source_hash=winner.source_hash, device_id=dev,
                           dtype=winner.dtype, bucket=bucket_text(winner.bucket), flags=winner.flags)
         session.add(row)
     row.config, row.time_ms, row.spread = dict(winner.config), winner.time_ms, winner.spread
     row.shape, row.trials, row.origin = winner.shape, winner.trials, winner.origin
+    row.code_files = dict(winner.code_files) or None
+    row.params = dict(winner.params) if winner.params is not None else None
     return True
 
 
-def save_winner(store: Store, winner: Winner) -> None:
-    """Store a freshly tuned winner, replacing the row of its key."""
-    store.transaction(lambda s: put_winner(s, winner), write=True)
+def save_winner(store: Store, winner: Winner) -> bool:
+    """Store a winner measured here, unless the row of its key holds a better one; whether it was stored."""
+    return store.transaction(lambda s: put_winner(s, winner, better_only=True), write=True)
 
 
 def winners(store: Store, *, op: str | None = None, device_hash: str | None = None, dtype: str | None = None,
@@ -114,7 +139,8 @@ def winners(store: Store, *, op: str | None = None, device_hash: str | None = No
     def read(session: Session) -> list[Winner]:
         return [Winner(op=w.op, plugin=w.plugin, source_hash=w.source_hash, device=Fingerprint.from_dict(details),
                        dtype=w.dtype, bucket=bucket_tuple(w.bucket), flags=w.flags, config=w.config,
-                       time_ms=w.time_ms, spread=w.spread, shape=w.shape, trials=w.trials, origin=w.origin)
+                       time_ms=w.time_ms, spread=w.spread, shape=w.shape, trials=w.trials, origin=w.origin,
+                       code_files=w.code_files or {}, params=w.params)
                 for w, details in session.execute(query)]
 
     return store.transaction(read)

@@ -1,8 +1,12 @@
 """Shipped winners: the ``tuning_db/*.json`` exports, imported once per database and device on first use.
 
 A shipped record applies when it was measured on the same chip (:attr:`Fingerprint.hardware_hash`:
-GPU name, compute capability, SM count) and its kernel source and config space are the ones
-installed; it is then stored under this machine's own fingerprint with origin ``shipped``.
+GPU name, compute capability, SM count) and its plugin is installed; it is then stored under this
+machine's own fingerprint with origin ``shipped``. Dispatch runs it while it is current (its kernel
+code is the one installed and its config is in the space); a stale one is kept for
+``kernelzoo tune --stale`` to re-time. Another GPU of the same compute capability borrows the records of the
+nearest one as provisional records, read from the files without storing them
+(:mod:`kernelzoo.db.lifecycle`).
 A winner tuned here always takes precedence. Driver and Triton versions may differ from the
 machine that measured it: the config stays correct (dispatch runs the same verified kernel),
 only its rank may shift, which ``kernelzoo tune`` on this machine settles.
@@ -42,8 +46,10 @@ def shipped_files(directory: Path | None = None) -> list[Path]:
     return sorted(directory.glob("*.json")) if directory is not None else []
 
 
-def _current(w: Winner) -> bool:
-    return registry.is_current(w.op, w.plugin, w.source_hash)
+def _installed(w: Winner) -> bool:
+    """Whether the record's plugin is installed. Its stale records are imported too: kept, never run as tuned,
+    they are what ``kernelzoo tune --stale`` re-times after a kernel edit."""
+    return w.plugin in registry.load().impls.get(w.op, {})
 
 
 def import_shipped(store: Store, here: Fingerprint, files: list[Path] | None = None) -> list[tuple[Path, ImportResult]]:
@@ -66,7 +72,7 @@ def import_shipped(store: Store, here: Fingerprint, files: list[Path] | None = N
                                                device_id=device_id(session, here, create=True)))
 
         result = import_winners(store, read_file(path), here, origin=Origin.SHIPPED, rebind=True,
-                                match=lambda fp: fp.hardware_hash == here.hardware_hash, current=_current,
+                                match=lambda fp: fp.hardware_hash == here.hardware_hash, current=_installed,
                                 extra=mark)
         done.append((path, result))
     return done

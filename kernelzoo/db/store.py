@@ -83,11 +83,12 @@ class Store:
             raise CorruptDatabase(f"the tuning database {self.display_url} is damaged: {'; '.join(map(str, rows))}")
 
     def ensure_schema(self) -> None:
-        """Create the tables in an empty database; raise DatabaseError unless the schema is current."""
+        """Create the tables in an empty database, upgrade an older one in place; raise DatabaseError unless the
+        schema is then current."""
         if self._current:
             return
         state = schema.inspect_state(self)
-        if state.kind == "empty":
+        if state.kind in ("empty", "older"):
             state = self.transaction(schema.create, write=True)
         schema.require(state, self.display_url)
         self._current = True

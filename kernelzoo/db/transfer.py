@@ -2,6 +2,9 @@
 
 The format is described in ``tuning_db/README.md``: one object with ``format``,
 ``version`` and a list of ``records``, each a per-plugin winner with its device fingerprint.
+Version 2 records carry the hash of the kernel's code (``source_hash``) and of each of its files
+(``code_files``); a version 1 record's hash also covered the config space, and is re-keyed to the
+installed code's hash when it was measured on that code (:mod:`kernelzoo.db.legacy`).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from kernelzoo.errors import ArgumentError
 from kernelzoo.fingerprint import Fingerprint
 
 FORMAT = "kernelzoo-winners"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 _FIELDS = ("op", "plugin", "source_hash", "device", "dtype", "bucket", "flags", "config", "time_ms", "spread")
 
 
@@ -31,23 +34,34 @@ def to_record(w: Winner) -> dict[str, Any]:
     return {"op": w.op, "plugin": w.plugin, "source_hash": w.source_hash, "device": w.device.to_dict(),
             "device_hash": w.device.hash, "dtype": w.dtype, "bucket": list(w.bucket), "flags": w.flags,
             "config": dict(w.config), "time_ms": w.time_ms, "spread": w.spread, "shape": w.shape,
-            "trials": w.trials, "origin": w.origin.value}
+            "trials": w.trials, "origin": w.origin.value, "code_files": dict(w.code_files),
+            **({"params": dict(w.params)} if w.params is not None else {})}
 
 
-def from_record(record: Mapping[str, Any], where: str) -> Winner:
-    """The winner of a record; ArgumentError naming ``where`` and the field if it is malformed."""
+def from_record(record: Mapping[str, Any], where: str, version: int = FORMAT_VERSION) -> Winner:
+    """The winner of a record of format ``version``; ArgumentError naming ``where`` and the field if it is
+    malformed."""
     missing = [f for f in _FIELDS if f not in record]
     if missing:
         raise ArgumentError(f"{where}: record lacks {', '.join(missing)}; expected the fields {', '.join(_FIELDS)}")
     try:
-        return Winner(op=str(record["op"]), plugin=str(record["plugin"]), source_hash=str(record["source_hash"]),
+        w = Winner(op=str(record["op"]), plugin=str(record["plugin"]), source_hash=str(record["source_hash"]),
                       device=Fingerprint.from_dict(record["device"]), dtype=str(record["dtype"]),
                       bucket=tuple(int(b) for b in record["bucket"]), flags=str(record["flags"]),
                       config=dict(record["config"]), time_ms=float(record["time_ms"]),
                       spread=float(record["spread"]), shape=str(record.get("shape", "")),
-                      trials=int(record.get("trials", 0)))
-    except (TypeError, ValueError) as exc:
+                      trials=int(record.get("trials", 0)),
+                      code_files={str(k): str(v) for k, v in (record.get("code_files") or {}).items()},
+                      params=dict(record["params"]) if record.get("params") is not None else None)
+    except (TypeError, ValueError, AttributeError) as exc:
         raise ArgumentError(f"{where}: malformed record ({exc})") from None
+    if version < 2:  # the old hash of code and config space: re-keyed where it is the installed code's
+        from kernelzoo.db.legacy import rekey
+
+        found = rekey(w.op, w.plugin, w.source_hash)
+        if found is not None:
+            w = replace(w, source_hash=found[0], code_files=found[1])
+    return w
 
 
 def export_data(store: Store, op: str | None = None) -> dict[str, Any]:
@@ -71,7 +85,7 @@ def read_file(path: Path) -> list[Winner]:
     if not isinstance(data.get("version"), int) or data["version"] > FORMAT_VERSION:
         raise ArgumentError(f"{path}: format version {data.get('version')!r}; this kernelzoo reads "
                             f"version {FORMAT_VERSION} and older")
-    return [from_record(r, f"{path} record {i}") for i, r in enumerate(data.get("records", []))]
+    return [from_record(r, f"{path} record {i}", data["version"]) for i, r in enumerate(data.get("records", []))]
 
 
 @dataclass(frozen=True)
@@ -79,7 +93,7 @@ class ImportResult:
     imported: int = 0
     other_device: int = 0  # skipped: recorded on a device that does not match
     kept: int = 0  # skipped: a winner measured here already holds the key
-    stale: int = 0  # skipped: the kernel source or config space changed since
+    stale: int = 0  # skipped: not current (the kernel's code changed, or the plugin is not installed)
 
 
 def import_winners(store: Store, found: list[Winner], here: Fingerprint, *, any_device: bool = False,

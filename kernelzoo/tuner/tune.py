@@ -8,7 +8,7 @@ creates no context) only picks the default device.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 from typing import Any
 
@@ -16,6 +16,7 @@ import torch
 
 from kernelzoo import dispatch
 from kernelzoo.db import records
+from kernelzoo.db.models import Origin
 from kernelzoo.db.ranking import by_key, pick_winner
 from kernelzoo.db.store import Store
 from kernelzoo.errors import ArgumentError, UnsupportedError
@@ -108,13 +109,18 @@ def ceilings_for(store: Store, pool: WorkerPool, fp: Fingerprint, device: str, p
 def tune_op(store: Store, pool: WorkerPool, op: str, *, device: str, plugins: Sequence[str] | None = None,
             shapes: Sequence[tuple[int, ...]] | None = None, dtypes: Sequence[str] | None = None,
             params: Sequence[Mapping[str, Any]] = ({},), options: TuneOptions | None = None,
-            progress: Progress | None = None) -> list[ShapeReport]:
-    """Tune ``op`` for every shape × params × dtype; store each plugin's best; one report per key."""
+            progress: Progress | None = None, only: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+            origin: Origin = Origin.TUNED, fp: Fingerprint | None = None) -> list[ShapeReport]:
+    """Tune ``op`` for every shape × params × dtype; store each plugin's best; one report per key.
+
+    ``only`` (plugin -> configs) measures just those configs of just those plugins (``tune --stale`` and
+    ``--verify``), and ``origin`` is the stored winners' origin.
+    """
     options = options or TuneOptions()
     progress = progress or Progress(enabled=False)
     spec = registry.op(op)
     kind = torch.device(device).type
-    names = plugins_for(op, device, plugins)
+    names = plugins_for(op, device, plugins if only is None else list(only))
     if not names:
         raise ArgumentError(f"{op}: no plugin of it is chosen automatically on {kind}; pass --plugin")
     shapes = list(shapes) if shapes else list(spec.shapes.get(kind, ()))
@@ -122,7 +128,7 @@ def tune_op(store: Store, pool: WorkerPool, op: str, *, device: str, plugins: Se
         raise ArgumentError(f"{op}: no representative shapes for {kind}; pass --shape, e.g. --shape 1024x1024")
     dtype_names = [dtype_name(parse_dtype(d)) for d in dtypes] if dtypes else default_dtypes(op, names, kind)
     pool.start(names, device)
-    fp = device_fingerprint(pool, device, names[0])
+    fp = fp or device_fingerprint(pool, device, names[0])
     ceilings = (ceilings_for(store, pool, fp, device, progress, names[0]) if options.calibrate
                 else device_ceilings(fp, records.device_ceilings(store, fp)))
     reports = []
@@ -130,14 +136,15 @@ def tune_op(store: Store, pool: WorkerPool, op: str, *, device: str, plugins: Se
         for kwargs in params:
             for dtype in dtype_names:
                 reports.append(_tune_key(store, pool, op, names, device, dtype, tuple(shape), kwargs, fp,
-                                         ceilings, options, progress))
+                                         ceilings, options, progress, only, origin))
     dispatch.clear_cache()  # this process's next calls see the new winners
     return reports
 
 
 def _tune_key(store: Store, pool: WorkerPool, op: str, names: list[str], device: str, dtype: str,
               shape: tuple[int, ...], kwargs: Mapping[str, Any], fp: Fingerprint, ceilings: Ceilings | None,
-              options: TuneOptions, progress: Progress) -> ShapeReport:
+              options: TuneOptions, progress: Progress, only: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+              origin: Origin = Origin.TUNED) -> ShapeReport:
     call = {"op": op, "device": device, "dtype": dtype, "shape": list(shape), "params": dict(kwargs)}
     report: ShapeReport | None = None
     plugin_reports = []
@@ -161,7 +168,9 @@ def _tune_key(store: Store, pool: WorkerPool, op: str, names: list[str], device:
                         fingerprint=fp, source_hash=found["source_hash"], bucket=tuple(found["bucket"]),
                         flags=found["flags"], shape_text=found["shape_text"], config_space=found["config_space"],
                         default_config=found.get("default_config", {}),
-                        seed_configs=tuple(found.get("seed_configs", ())))
+                        seed_configs=tuple(found.get("seed_configs", ())),
+                        only_configs=tuple(only[plugin]) if only is not None else None,
+                        code_files=_code_files(op, plugin, found["source_hash"]))
         label = f"{op} {dtype} {found['shape_text']} {plugin}"
         result = search(store, pool, target, options, lambda d, t, b, label=label: progress.update(label, d, t, b))
         plugin_reports.append(PluginReport(plugin, result))
@@ -174,13 +183,19 @@ def _tune_key(store: Store, pool: WorkerPool, op: str, names: list[str], device:
     # next run resumes each study and stores the key.
     for r in plugin_reports:
         if r.result is not None and r.result.winner is not None:
-            records.save_winner(store, r.result.winner)
+            records.save_winner(store, replace(r.result.winner, origin=origin))
     report.plugins = plugin_reports
     report.winner = _key_winner(store, report, fp)
     if report.winner is None:  # nothing current stored (a read-only store, say): this run's fastest
         winners = [r.result.winner for r in plugin_reports if r.result is not None and r.result.winner is not None]
         report.winner = pick_winner(winners, torch.device(device).type, op).plugin if winners else None
     return report
+
+
+def _code_files(op: str, plugin: str, source_hash: str) -> dict[str, str]:
+    """The installed implementation's file hashes, where it is the code the worker measured."""
+    impl = registry.load().impls.get(op, {}).get(plugin)
+    return dict(impl.code_files) if impl is not None and impl.source_hash == source_hash else {}
 
 
 def _key_winner(store: Store, report: ShapeReport, fp: Fingerprint) -> str | None:
