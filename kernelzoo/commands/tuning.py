@@ -134,7 +134,7 @@ def run_tune(args: argparse.Namespace) -> int:
                     found = retime(store, pool, device=device, op=op, plugins=args.plugin, options=options,
                                    progress=progress)
                     if not found:
-                        progress.note(f"kernelzoo: no {what}{f' of {op}' if op else ''} on {device}")
+                        progress.note(f"kernelzoo: no {what}{f' of {op}' if op else ''} on {device}", file=sys.stderr)
                     report.keys += found
         jobs = []
         if args.pending:
