@@ -18,7 +18,7 @@ import torch
 from kernelzoo.errors import DatabaseError
 from kernelzoo.fingerprint import fingerprint
 from kernelzoo.timing import time_fn
-from kernelzoo.tuner.ceilings import Ceilings, device_ceilings
+from kernelzoo.ceilings import Ceilings, device_ceilings
 
 if TYPE_CHECKING:
     from kernelzoo.db.store import Store

@@ -21,7 +21,7 @@ from kernelzoo.db.records import device_ceilings, save_device_ceilings
 from kernelzoo.db.store import open_store
 from kernelzoo.fingerprint import cpu_fingerprint
 from kernelzoo.registry import registry
-from kernelzoo.tuner.ceilings import Ceilings
+from kernelzoo.ceilings import Ceilings
 
 BENCHMARKS = ROOT / "benchmarks"
 PLANTED = {"bandwidth_gbs": 10.0, "tflops": {"float32": 0.1}, "source": "planted by the test"}

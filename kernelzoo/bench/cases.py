@@ -22,7 +22,7 @@ from kernelzoo.registry import (
     parse_dtype,
     registry,
 )
-from kernelzoo.tuner.ceilings import Ceilings
+from kernelzoo.ceilings import Ceilings
 
 BASELINE = "torch"
 # Without ceilings, a call is compute-bound from this many FLOPs per byte on: about the ridge point of

@@ -26,7 +26,7 @@ from kernelzoo.errors import UnsupportedError
 from kernelzoo.fingerprint import fingerprint
 from kernelzoo.registry import Call, Op, registry
 from kernelzoo.timing import Timing, time_fn
-from kernelzoo.tuner.ceilings import Ceilings
+from kernelzoo.ceilings import Ceilings
 
 
 @dataclass

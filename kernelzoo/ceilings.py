@@ -1,7 +1,8 @@
 """What a device can do at best, and the floor time of a call: max(FLOPs / peak, bytes / bandwidth).
 
-Known GPUs come from a small table (the H100 rows are PERF.md's measurements, the H200's our own); any other
-device uses a measured calibration (copy bandwidth and matmul rates) when one was stored.
+Known GPUs come from a small table (how its figures were measured: docs/perf/method.md); any other device uses
+a measured calibration (copy bandwidth and matmul rates) when one was stored. Used by ``kernelzoo bench`` for
+its "% floor" column and by the tuner to judge a winner against the floor.
 """
 
 from __future__ import annotations
@@ -41,13 +42,13 @@ class Ceilings:
 # fp32 is without TF32: torch's default for matmul.
 _KNOWN: tuple[tuple[str, float, dict[str, float], str], ...] = (
     ("H100 80GB HBM3", 3000.0, {"bfloat16": 726.0, "float16": 691.0, "float32": 52.0},
-     "PERF.md: H100 SXM measured, copy 3.0 TB/s, cuBLAS 4096^3"),
+     "docs/perf/method.md: H100 SXM measured, copy 3.0 TB/s, cuBLAS 4096^3"),
     ("H100 PCIe", 2000.0, {"bfloat16": 756.0, "float16": 756.0, "float32": 51.0},
      "H100 PCIe datasheet (not measured)"),
     ("H100", 3000.0, {"bfloat16": 726.0, "float16": 691.0, "float32": 52.0},
-     "PERF.md H100 SXM figures (this H100 variant was not measured)"),
+     "docs/perf/method.md H100 SXM figures (this H100 variant was not measured)"),
     ("H200", 4190.0, {"bfloat16": 780.0, "float16": 764.0, "float32": 51.4},
-     "the lent H200 measured by kernelzoo bench --calibrate, 2026-11-22: copy 4.19 TB/s, cuBLAS 4096^3"),
+     "docs/perf/method.md: H200 measured by kernelzoo bench --calibrate, copy 4.19 TB/s, cuBLAS 4096^3"),
     ("A100", 2039.0, {"bfloat16": 312.0, "float16": 312.0, "float32": 19.5}, "A100 80GB datasheet (not measured)"),
 )
 
