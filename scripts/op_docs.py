@@ -74,7 +74,7 @@ def render() -> str:
         lines += [f"## {name}", "", f"`{_call(op)}`", "", _summary(op), ""]
         if op.inplace:
             lines += [f"Updates {', '.join(f'`{a}`' for a in op.inplace)} in place.", ""]
-        lines += _plugins(impls) + [""]
+        lines += [*_plugins(impls), ""]
         orders = []
         for device in ("cuda", "cpu"):
             order = plugin_order(device, [i.plugin for i in impls if device in i.dtypes], name)

@@ -16,12 +16,12 @@ from tuning_helpers import ROOT, load_file, temporary_db
 
 from kernelzoo.bench.cases import cases
 from kernelzoo.bench.run import Row
+from kernelzoo.ceilings import Ceilings
 from kernelzoo.cli import main
 from kernelzoo.db.records import device_ceilings, save_device_ceilings
 from kernelzoo.db.store import open_store
 from kernelzoo.fingerprint import cpu_fingerprint
 from kernelzoo.registry import registry
-from kernelzoo.ceilings import Ceilings
 
 BENCHMARKS = ROOT / "benchmarks"
 PLANTED = {"bandwidth_gbs": 10.0, "tflops": {"float32": 0.1}, "source": "planted by the test"}
