@@ -11,15 +11,7 @@
 #endif
 #define MAX_DIMS 6
 
-template <int BYTES> struct Bits;  // an unsigned type of BYTES bytes: one memory access
-template <> struct Bits<16> { typedef uint4 type; };
-template <> struct Bits<4> { typedef unsigned type; };
-template <> struct Bits<2> { typedef unsigned short type; };
-
-template <int PACK> union Pack {  // PACK elements moved as one access
-    typename Bits<PACK * sizeof(T)>::type bits;
-    T v[PACK];
-};
+#include "../_cuda/pack.cuh"
 
 // 16-byte accesses: 4 floats or 8 halves
 #define VEC (16 / (int)sizeof(T))
