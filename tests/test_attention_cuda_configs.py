@@ -7,7 +7,7 @@ import re
 
 import pytest
 import torch
-from kernelzoo_plugins.attention import cuda as attention_cuda
+from kernelzoo_plugins._flash import cuda as attention_cuda
 from kernelzoo_plugins.attention_backward import cuda as attention_backward_cuda
 
 from kernelzoo.backends import cuda

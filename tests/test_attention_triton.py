@@ -9,7 +9,7 @@ import zlib
 
 import pytest
 import torch
-from kernelzoo_plugins.attention import triton as forward_triton
+from kernelzoo_plugins._flash import triton as forward_triton
 from kernelzoo_plugins.attention_backward import triton as backward_triton
 
 from kernelzoo.registry import registry

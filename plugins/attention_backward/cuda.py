@@ -14,15 +14,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
-
-from kernelzoo.backends.cuda import CudaImplementation, Kernel
-from kernelzoo.errors import UnsupportedError
-from kernelzoo.registry import Call
-
-from ..attention.cuda import (
+from kernelzoo_plugins._flash.cuda import (
     LOG2E,
     STATE_REGISTERS,
-    AttentionCuda,
+    FlashCuda,
     aligned_rows,
     call_defines,
     check_fit,
@@ -36,6 +31,11 @@ from ..attention.cuda import (
     strides,
     unsupported,
 )
+
+from kernelzoo.backends.cuda import Kernel
+from kernelzoo.errors import UnsupportedError
+from kernelzoo.registry import Call
+
 from . import gradients_like, trivial_backward
 
 DELTA_ROWS = 32  # rows per block of the delta kernel (256 threads, 8 a row)
@@ -43,7 +43,7 @@ CONVERT_CHUNKS = 256  # threads per block of the convert kernel
 WGMMA_ROWS = 64  # the query rows of a step of the WGMMA dK/dV pass: dq_accum's tiles
 
 
-class AttentionBackwardCuda(CudaImplementation):
+class AttentionBackwardCuda(FlashCuda):
     op = "attention_backward"
     dtypes = {"cuda": (torch.float16, torch.bfloat16)}
     # BLOCK_OUTER: the keys (dK/dV pass) or query rows (dQ pass) a block owns, over WARPS warps of 16 or 32;
@@ -81,7 +81,6 @@ class AttentionBackwardCuda(CudaImplementation):
     def supports(self, call: Call) -> str | None:
         return super().supports(call) or unsupported(call)
 
-    target = AttentionCuda.target
 
     def defines(self, dtype: torch.dtype, config: Mapping[str, Any]) -> dict[str, int | float | str]:
         # DQ picks the kernels to launch, not their code: both strategies share one module

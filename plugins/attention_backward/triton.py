@@ -20,12 +20,7 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from triton.tools.tensor_descriptor import TensorDescriptor
-
-from kernelzoo.backends.triton import TritonImplementation, interpreting
-from kernelzoo.registry import Call
-
-from ..attention.triton import (
+from kernelzoo_plugins._flash.triton import (
     LOG2E,
     MAX_GRID_Y,
     apply_mask,
@@ -40,6 +35,11 @@ from ..attention.triton import (
     rows_contiguous,
     store_tile,
 )
+from triton.tools.tensor_descriptor import TensorDescriptor
+
+from kernelzoo.backends.triton import TritonImplementation, interpreting
+from kernelzoo.registry import Call
+
 from . import gradients_like, trivial_backward
 
 
