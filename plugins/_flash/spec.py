@@ -18,9 +18,8 @@ from kernelzoo.tolerance import Tolerance
 MASK_DTYPES = (torch.bool, torch.float32, torch.float16, torch.bfloat16)
 # Score elements one step of the tensor-op math holds (B·Hq·rows·Nk; the reference and the python plugin
 # loop over row chunks, so that they stay in memory at N = 16384). On the CPU 128 MiB in float64. On a GPU
-# 1 GiB in float64, or 1/32 of its memory if less: at 1 << 24 the steps were 8 rows at B·H = 128, N = 16384,
-# D = 128, and the float64 reference took 4.3 s (forward) and 29 s (backward) on the H100; at 1 << 27,
-# 1.6 s and 5.6 s.
+# 1 GiB in float64, or 1/32 of its memory if less: smaller steps (8 rows at B·H = 128, N = 16384) made the
+# float64 reference several times slower there.
 CHUNK_ELEMENTS = 1 << 24
 GPU_CHUNK_ELEMENTS = 1 << 27
 NEG_INF = float("-inf")
@@ -35,8 +34,8 @@ def shape_text(t: torch.Tensor) -> str:
 def check_qkv_mask(op: str, q: Any, k: Any, v: Any, causal: Any, scale: Any,
                    attn_mask: Any) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """Validate attention's arguments; the inputs (mask as a 4-D view) and the params."""
-    # Nearly every call passes all of _check_qkv's checks: one test of the whole lets it through (0.9 µs of host
-    # time against 2.6 µs), and the checks that name what is wrong run only when it fails.
+    # Nearly every call passes all of _check_qkv's checks: one test of the whole lets it through at a third of
+    # the host time, and the checks that name what is wrong run only when it fails.
     if not _qkv_agree(q, k, v, causal):
         _check_qkv(op, q, k, v, causal)
     if scale is None:
@@ -312,9 +311,8 @@ def compare(name: str, out: torch.Tensor, ref: torch.Tensor, baseline: torch.Ten
         return f"{name}: shape {tuple(out.shape)}, expected {tuple(ref.shape)}"
     if out.numel() == 0:
         return None
-    # on the reference's device: with float64 copies of three 268M-element tensors (B=4, H=32, N=16384,
-    # D=128) on the host, a tuning trial's verify() took 11 s (forward) and 36 s (backward) on the H100's
-    # machine; on the GPU (and with the larger row chunks above) 0.6 s and 1.8 s
+    # on the reference's device: float64 copies of three 268M-element tensors (B=4, H=32, N=16384, D=128) to
+    # the host made a tuning trial's verify() take tens of seconds
     got, want, base = (t.detach().to(ref.device, torch.float64) for t in (out, ref, baseline))
     if not torch.equal(torch.isnan(got), torch.isnan(want)):
         return f"{name}: {int((torch.isnan(got) != torch.isnan(want)).sum())} element(s) NaN where the reference is not"
@@ -363,14 +361,12 @@ class AttentionSpecBase(Op):
 
     # A GPU tunes the half floats unless asked (--dtype float32): float32 attention kernels compile for
     # minutes each (Triton's IEEE products at D = 128), while the half floats' 24 keys of the forward take
-    # about 9 minutes on the H100.
+    # minutes in all (docs/tuning.md).
     tune_dtypes = {"cuda": (torch.float16, torch.bfloat16)}
 
     # On a GPU the cuda plugin first, for keys nothing is tuned for and for tuned winners within noise of each
-    # other (H100, fp16, 2026-11-27): untuned, with each plugin's default config, cuda ran ahead of Triton at all
-    # eight 4x32x16384 forward and backward rows; tuned, forward at 14 of 16 shapes, backward at 8 of 16 (Triton
-    # 1-9 % ahead at the others). The two backward keys of 4x32x16384 that Triton won within noise measured 5 %
-    # slower than cuda in the same day's benchmark.
+    # other: untuned, cuda ran ahead of Triton at the largest shapes, and tuned at most of them
+    # (docs/design/flash-attention.md, docs/perf/attention-sdpa.md).
     default_order = {"cuda": ("cuda",)}
 
     def sizes(self, call: Call) -> dict[str, int]:

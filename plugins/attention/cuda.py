@@ -58,11 +58,10 @@ class AttentionCuda(FlashCuda):
     # run while that P·V does.
     config_space = {"BLOCK_M": [64, 128, 192], "BLOCK_N": [32, 64, 128], "WARPS": [4, 8, 12], "STAGES": [2, 3],
                     "Q_REGS": [1, 0], "WGMMA": [0, 1], "PRODUCER": [0, 1, 2, 3], "OVERLAP": [0, 1]}
-    # 4 warps of 32 rows, 64-key tiles, q in registers: the fastest at head dim 64 on the H100 (1.02× FA2 at
-    # N = 4096; docs/perf/attention-cuda.md). Where it does not fit a call (its tile state at head dims past 64,
-    # or with an attn_mask), a call given it runs the first fallback that fits: q from shared memory (FA2's tiles
-    # at head dim 128, 1.01-1.03× FA2), then 8 warps of 16 rows (every call up to head dim 128, masks included:
-    # 195 registers and 102 KiB at 128, 0.75-0.84× FA2).
+    # 4 warps of 32 rows, 64-key tiles, q in registers: the fastest mma.sync config at head dim 64. Where it does
+    # not fit a call (its tile state at head dims past 64, or with an attn_mask), a call given it runs the first
+    # fallback that fits: q from shared memory (FA2's tiles, the fastest at head dim 128), then 8 warps of 16 rows
+    # (every call up to head dim 128, masks included). Figures: docs/design/flash-attention.md.
     default_config = {"BLOCK_M": 128, "BLOCK_N": 64, "WARPS": 4, "STAGES": 2, "Q_REGS": 1, "WGMMA": 0, "PRODUCER": 0,
                       "OVERLAP": 0}
     fallbacks = ({"Q_REGS": 0}, {"WARPS": 8})
@@ -76,10 +75,10 @@ class AttentionCuda(FlashCuda):
                     {"WGMMA": 1, "WARPS": 12, "BLOCK_M": 192, "BLOCK_N": 128},
                     {"WARPS": 4, "BLOCK_N": 32, "Q_REGS": 0}, {"WARPS": 8})
     # On an sm_90 device a call given the default runs the warpgroup MMAs where they fit, before the default and
-    # its fallbacks: per kernel head dim, the fastest in the runs of 2026-11-27 (H100, B=4 H=32 N=4096: at 64
-    # one warpgroup with 128-key tiles in FlashAttention-3's order, 1.51-1.57× FA2, then without it, 1.47-1.51×;
-    # at 128 two warpgroups, a producer warpgroup's TMA copies and that order with 128-key tiles, 1.78-1.89×,
-    # then three warpgroups, 1.39-1.50×, then two), then 64-key tiles (what fits with an attn_mask at 128).
+    # its fallbacks: per kernel head dim, the fastest first (at 64 one warpgroup with 128-key tiles in
+    # FlashAttention-3's order, then without it; at 128 two warpgroups, a producer warpgroup's TMA copies and that
+    # order with 128-key tiles, then three warpgroups, then two), then 64-key tiles (what fits with an attn_mask at
+    # 128). The ranking: docs/design/flash-attention.md.
     hopper_defaults = {64: ({"WGMMA": 1, "WARPS": 4, "BLOCK_M": 64, "BLOCK_N": 128, "STAGES": 3, "PRODUCER": 2,
                              "OVERLAP": 1},
                             {"WGMMA": 1, "WARPS": 4, "BLOCK_M": 64, "BLOCK_N": 128}),

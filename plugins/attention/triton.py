@@ -158,14 +158,14 @@ class AttentionTriton(TritonImplementation):
     op = "attention"
     config_space = {"BLOCK_M": [32, 64, 128], "BLOCK_N": [32, 64, 128], "num_warps": [4, 8],
                     "num_stages": [1, 2, 3, 4]}
-    # TMA loads (half floats, sm_90): one warpgroup owns 128 query rows; at D = 128, N >= 4096 on the
-    # H100 it ran 464-518 TFLOP/s against 393-415 for 8 warps (scripts/attention_triton_configs.py)
+    # TMA loads (half floats, sm_90): one warpgroup owns 128 query rows, faster than 8 warps at D = 128
+    # (docs/design/flash-attention.md)
     default_config = {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 2}
     # The default of pointer loads and of head dims past 128, where a 128-row accumulator over 4 warps
-    # would spill: two stages of 64 × 256 half K and V tiles and q fit in the H100's 228 KiB. A call
+    # would spill: two stages of 64 × 256 half K and V tiles and q fit in an H100's 228 KiB. A call
     # given the default config runs this one there.
     wide_default = {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2}
-    # the fastest configs at the other shapes of the H100 study (D = 64: 128-key blocks over three stages)
+    # the fastest configs at the other benchmark shapes (D = 64: 128-key blocks over three stages)
     tuning_seeds = ({"BLOCK_N": 128, "num_stages": 3}, wide_default, {"BLOCK_M": 64})
 
     def supports(self, call: Call) -> str | None:

@@ -4,9 +4,9 @@
 //   grad_x: conv.cuh's ConvGemm<true> (a transposed convolution), written NCHW
 //   grad_w: Wgrad below, split over the reduction (blockIdx.z), float32 partials reduced by wgrad_reduce
 //   grad_b: column sums of dy_t (../linear_backward/column_sums.cuh)
-#include "../linear/gemm.cuh"
+#include "../_gemm/gemm.cuh"
 #include "../conv2d/conv.cuh"
-#include "../linear_backward/column_sums.cuh"
+#include "../_gemm/column_sums.cuh"
 
 extern "C" __global__ void __launch_bounds__(THREADS)
     conv2d_grad_x(const T* w_t, const T* dy_t, T* dx, int C, int Q, int Kp, int OH, int OW, int H, int W, int R,

@@ -16,7 +16,7 @@
 // again per image. On 2 cores (2026-11-22) grad_w alone went from 12.2 to 7.7-8.0 ms at 4x64x56x56 3x3
 // (conv2d forward: 7.9 ms, grad_x 8.1 ms) and from 15.7 to 11.5 ms at 8x256x14x14 3x3.
 #include "../_openmp/parallel.h"
-#include "../linear/gemm_openmp.h"
+#include "../_gemm/gemm_openmp.h"
 
 enum { G_C, G_H, G_W, G_R, G_S, G_OH, G_OW, G_SH, G_SW, G_PH, G_PW, G_DH, G_DW, G_FIELDS };
 

@@ -60,9 +60,8 @@ class LayerNormCuda(CudaImplementation):
     # 8192 columns in registers: 16 per thread (4 fp32 or 2 fp16 16-byte loads in flight), blocks of 512;
     # clusters of 8 (the most every sm_90 GPU runs) hold rows of 65536
     default_config = {"THREADS": 512, "ITEMS": 16, "CLUSTER": 8, "blocks_per_sm": 0, "PREFETCH": 0}
-    # rows of 65536 over 8 blocks of 256 × 32: the fastest config at 1024 × 65536 fp32 on the H100 (83 % of the
-    # floor, then 512 × 32 over 4 at 82 %; docs/perf/layer_norm-study.md), which 12 trials of TPE over this space
-    # need not find
+    # rows of 65536 over 8 blocks of 256 × 32: the fastest config at 1024 × 65536 (then 512 × 32 over 4;
+    # docs/design/rows.md), which a short search over this space need not find
     # rows of 1024 by blocks of 128 threads walking them, 8 blocks an SM (about 4 rows each at 4096 rows), the next
     # row prefetched: 77-79 % at 4096 × 1024 against 72 % for the best config of a block a row (16 blocks an SM,
     # about 2 rows each: 72 % too)

@@ -36,10 +36,9 @@ class LayerNormBackwardCuda(CudaImplementation):
                     "CLUSTER": [2, 4, 8], "PREFETCH": [0, 1], "PART_CLUSTER": [1, 2, 4, 8]}
     default_config = {"THREADS": 512, "ITEMS": 16, "blocks_per_sm": 2, "CLUSTER": 8, "PREFETCH": 0,
                       "PART_CLUSTER": 1}
-    # rows of 65536 over clusters of 8 blocks of 256 × 32, a grid of 4 blocks per SM: 69 % of the floor at
-    # 1024 × 65536 fp32 on the H100 against 61 % for the config 12 trials of TPE stored; rows of 1024 by blocks
-    # of 128 × 8 with the next row prefetched: 76 % at 4096 × 1024 against 70 % for the best config without
-    # (docs/perf/layer_norm-study.md)
+    # rows of 65536 over clusters of 8 blocks of 256 × 32, a grid of 4 blocks per SM, faster at 1024 × 65536 than
+    # what a short search stores; rows of 1024 by blocks of 128 × 8 with the next row prefetched, the fastest at
+    # 4096 × 1024 (docs/design/rows.md)
     # the kernel after a row kernel starts before it ends, waiting inside for its writes (sm_90; see the .cu)
     dependent_launch = True
     tuning_seeds = ({"THREADS": 256, "ITEMS": 32, "blocks_per_sm": 4, "CLUSTER": 8},

@@ -6,11 +6,11 @@ Xeon (AVX-512, 2026-11-26), 0.76-0.88× torch's MKL (docs/perf/matmul.md).
 from __future__ import annotations
 
 import torch
+from kernelzoo_plugins._gemm.openmp import GemmOpenMPImplementation
 
 from kernelzoo.backends.openmp import ptr, thread_counts
 from kernelzoo.registry import Call
 
-from ..linear.openmp import GemmOpenMPImplementation
 from . import batched, output_shape
 
 

@@ -94,8 +94,8 @@ class MaxPool2d(Op):
     """max_pool2d(x, kernel_size, stride=None, padding=0) -> out (implementations: (out, indices))."""
 
     name = "max_pool2d"
-    # Untuned on a GPU, torch first: 1.02-1.7x the Triton plugin at the three float32 shapes on the H100
-    # (docs/perf/max_pool2d.md); on the CPU openmp stays first (1.28x torch)
+    # Untuned on a GPU, torch first: ahead of the Triton plugin at every benchmark shape (docs/perf/max_pool2d.md);
+    # on the CPU openmp stays first, ahead of torch
     default_order = {"cuda": ("torch",)}
     shapes = {
         "cuda": [(32, 64, 112, 112, 3, 2, 1), (64, 128, 56, 56, 2, 2, 0), (32, 256, 64, 64, 3, 1, 1)],

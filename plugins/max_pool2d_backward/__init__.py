@@ -46,8 +46,8 @@ class MaxPool2dBackward(Op):
     """max_pool2d_backward(grad_out, indices, input_shape, kernel_size, stride=None, padding=0) -> grad_x."""
 
     name = "max_pool2d_backward"
-    # Untuned on a GPU, torch first: 3.6-4.1x the Triton plugin at two of the three float32 shapes on the H100,
-    # a tie at the third (docs/perf/max_pool2d_backward.md); on the CPU openmp stays first (1.9-2.0x torch)
+    # Untuned on a GPU, torch first: well ahead of the Triton plugin at two of the three benchmark shapes, a tie at
+    # the third (docs/perf/max_pool2d_backward.md); on the CPU openmp stays first, ahead of torch
     default_order = {"cuda": ("torch",)}
     shapes = MaxPool2d.shapes
 

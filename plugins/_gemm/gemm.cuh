@@ -1,5 +1,5 @@
 // Tiled GEMM core shared by the cuda plugins of linear, linear_backward, conv2d and conv2d_backward
-// (pasted into their cuda.cu by `#include "../linear/gemm.cuh"`, see kernelzoo/backends/sources.py).
+// (pasted into their cuda.cu by `#include "../_gemm/gemm.cuh"`, see kernelzoo/backends/sources.py).
 //
 // A block computes one BM×BN tile D = A·B of a *problem*, stepping over the reduction by BK through a
 // STAGES-deep ring of shared-memory tiles filled by cp.async: while tile kt is multiplied, tiles
