@@ -9,11 +9,9 @@ torch.optim.Adam runs by default, in torch's order of operations.
 from __future__ import annotations
 
 import torch
-from kernelzoo_plugins.sgd_update_ import dense_run
+from kernelzoo_plugins._optim.spec import STATE, dense_run, scalars
 
 from kernelzoo.registry import FLOATS, Call, Implementation
-
-from . import STATE, scalars
 
 
 class AdamUpdateTorch(Implementation):
