@@ -18,7 +18,7 @@
 
 // Dimension d (0 = innermost) of the merged layout: its size, the magic number and shift that
 // divide by it (q = (umulhi(i, magic) + i) >> shift for 0 <= i < 2**31; computed by the wrapper,
-// as add's), and the strides of operands 0 and 1 along it (in elements; 0 where broadcast).
+// _elementwise/cuda.py's divider), and the strides of operands 0 and 1 along it (in elements; 0 where broadcast).
 // Unused dimensions: size 1, strides 0.
 #define DIM_PARAMS(d) long long size##d, unsigned magic##d, unsigned shift##d, long long stride0_##d, \
                       long long stride1_##d

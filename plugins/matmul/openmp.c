@@ -1,4 +1,4 @@
-// matmul on the shared GEMM core (../linear/gemm_openmp.h): C[b] (M×N) = A[b] (M×K) · B[b] (K×N) for every
+// matmul on the shared GEMM core (../_gemm/gemm_openmp.h): C[b] (M×N) = A[b] (M×K) · B[b] (K×N) for every
 // batch b, A and B read through their strides (a batch stride of 0 broadcasts one matrix over the batch), C
 // contiguous. Returns 0, or -1 when the packing buffers cannot be allocated.
 #include "../_gemm/gemm_openmp.h"

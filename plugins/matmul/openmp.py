@@ -1,4 +1,4 @@
-"""matmul in OpenMP C on the shared GEMM core (plugins/linear/gemm_openmp.h, as linear and conv2d): a
+"""matmul in OpenMP C on the shared GEMM core (plugins/_gemm/gemm_openmp.h, as linear and conv2d): a
 cache-blocked float32 GEMM with packed tiles and a register-tiled micro-kernel, batched. On a 2-core Intel
 Xeon (AVX-512, 2026-11-26), 0.76-0.88× torch's MKL (docs/perf/matmul.md).
 """

@@ -1,4 +1,4 @@
-// Implicit-GEMM convolutions for the GEMM core (../linear/gemm.cuh), shared by conv2d and conv2d_backward.
+// Implicit-GEMM convolutions for the GEMM core (gemm.cuh beside it), shared by conv2d and conv2d_backward.
 //
 // The GEMMs read channels-last copies whose channel count is padded with zeros to Cp, a multiple of VEC:
 // every 16-byte chunk of a pixel's channels is then whole and aligned, so all operand loads are cp.async
