@@ -14,8 +14,7 @@
 // head_panels), so no thread waits for another. Other tiles are copied into per-thread buffers,
 // zero-padded to whole micro-tiles (head dim rounded up to TILE_C, rows to TILE_R), so the products
 // run without bounds checks in TILE_R × TILE_C register blocks that gcc turns into vector FMAs:
-// 8 × 32 floats, 16 zmm accumulators (105 GFLOP/s per core at 64×64×64 on a 2-core AMD EPYC, where
-// 8 × 16 reached 54 and 4 × 32 79; 174-190 on an AVX-512 Intel Xeon core, built for 512-bit vectors).
+// 8 × 32 floats, 16 zmm accumulators, the fastest of the block shapes tried (docs/design/flash-attention.md).
 #include "../_openmp/transpose.h"
 #include <math.h>
 #include <stdlib.h>
@@ -134,8 +133,8 @@ static void load_rows(float *restrict dst, i64 ld, const float *restrict src, i6
 // dp × BLOCK_N matrix dst[c][j] = x[col0 + j][c], zero for keys ≥ n_k and c ≥ d (so padded score
 // columns stay finite until masked), in 16 × 16 blocks. A panel (32 KiB at 64 × 128) is one contiguous
 // operand; one dp × Nk matrix per head instead had rows 4 KiB apart at Nk = 1024, all in the same L1 sets.
-// The element loop took 0.57 ns an element on an AVX-512 Intel Xeon core (3 % of a forward at
-// (1, 8, 1024, 64)); the whole blocks go through kz_transpose16 there (../_openmp/transpose.h).
+// The element loop is slow (strided reads); the whole blocks go through kz_transpose16 where the CPU has
+// AVX-512 (../_openmp/transpose.h).
 static void transpose_block(float *restrict dst, const float *restrict x, i64 stride, i64 col0, i64 n_k, i64 d,
                             i64 dp) {
     const float *src = x + col0 * stride;
@@ -234,8 +233,8 @@ static float row_max(const float *restrict s, i64 cols_p) {
 #if defined(__AVX512F__) && !defined(KZ_PORTABLE)
 #define EXP2_AVX512 1
 // exp2_approx of 16 lanes in AVX-512 (the same values: n rounded to nearest, the same polynomial):
-// vrndscaleps splits x, vscalefps applies 2^n, a zero mask gives 0 below -126 (NaN stays NaN). 0.12
-// ns an element against 0.18 for gcc's vectorised exp2_approx (an Intel Xeon core, 2026-11-26).
+// vrndscaleps splits x, vscalefps applies 2^n, a zero mask gives 0 below -126 (NaN stays NaN); a third
+// fewer instructions than gcc's vectorised exp2_approx.
 static inline vf16 exp2_16(vf16 x) {
     const __m512 v = (__m512)x;
     const __m512 n = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
