@@ -7,7 +7,7 @@ kernel's programmatic dependent, so that its launch overlaps the row kernel)."""
 from __future__ import annotations
 
 import torch
-from kernelzoo_plugins.layer_norm.cuda import has_clusters, row_cluster, sm_count, vector_ok
+from kernelzoo_plugins._rows.cuda import MAX_COLS, has_clusters, row_cluster, sm_count, vector_ok
 
 from kernelzoo.backends.cuda import I64, CudaImplementation
 from kernelzoo.errors import UnsupportedError
@@ -15,7 +15,6 @@ from kernelzoo.registry import Call
 
 from . import rows_of
 
-_MAX_COLS = 1 << 30  # element offsets within a row are 32-bit, with a tile of headroom
 _MAX_PART_SHARED = 64 << 10  # the most shared memory a block of lnb_fits_pc holds its partial rows in
 
 
@@ -47,8 +46,8 @@ class LayerNormBackwardCuda(CudaImplementation):
     def run(self, call: Call, config: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         dy, x, mean, rstd, n = rows_of(call)
         rows, shape = x.shape[0], call.params["normalized_shape"]
-        if n > _MAX_COLS or rows >= 1 << 31:
-            raise UnsupportedError(f"layer_norm_backward/cuda: rows of up to {_MAX_COLS} elements and fewer than "
+        if n > MAX_COLS or rows >= 1 << 31:
+            raise UnsupportedError(f"layer_norm_backward/cuda: rows of up to {MAX_COLS} elements and fewer than "
                                    f"2^31 rows, got {rows} x {n}")
         dx, dw, db = call.empty((rows, n)), call.empty((n,)), call.empty((n,))
         if n:
