@@ -28,10 +28,10 @@ import torch
 from kernelzoo import dispatch
 from kernelzoo.bench.cases import Case, make_call, plugin_config, restorer, throughput, why_not
 from kernelzoo.calibrate import ceilings_here
+from kernelzoo.ceilings import Ceilings
 from kernelzoo.errors import UnsupportedError
 from kernelzoo.registry import Call, registry
 from kernelzoo.timing import flush_l2
-from kernelzoo.tuner.ceilings import Ceilings
 
 # A 5 µs kernel: 1000 rounds of flush (~0.1 ms for 256 MB at 3 TB/s) and call take ~0.15 s.
 MAX_ROUNDS = 1000

@@ -5,7 +5,7 @@ the separate ops, and kernelzoo's plugins, each against the floor: the bytes of 
 
 Written out, GELU is 9 elementwise torch ops; each reads its inputs from memory and writes its result
 back, so the tensor crosses the memory bus ~20 times instead of twice. On an H100 at 16384x16384 fp32
-(PERF.md): separate ops 7.8 ms, fused 0.715 ms, and the floor, 2 GiB at 3.0 TB/s, 0.716 ms. A fused
+(docs/perf/gelu_fusion.md): separate ops 7.8 ms, fused 0.715 ms, and the floor, 2 GiB at 3.0 TB/s, 0.716 ms. A fused
 kernel does the arithmetic while the data streams by; memory bandwidth is all it costs.
 A table for the GPU size when there is a GPU, and one for a CPU size always.
 """

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from kernelzoo.ceilings import Ceilings, device_ceilings
 from kernelzoo.errors import DatabaseError
 from kernelzoo.fingerprint import fingerprint
 from kernelzoo.timing import time_fn
-from kernelzoo.tuner.ceilings import Ceilings, device_ceilings
 
 if TYPE_CHECKING:
     from kernelzoo.db.store import Store

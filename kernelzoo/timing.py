@@ -55,10 +55,9 @@ def flush_l2(device: torch.device) -> None:
     """Evict the GPU's L2 by reading a 256 MB buffer on the current stream (before each timed run).
 
     A read, not a write: a write flush (``buf.zero_()``, as ``triton.testing.do_bench`` does) leaves the L2
-    full of dirty lines, and the timed kernel pays for writing them back as it evicts them. On the H100
-    (2026-11-27) that put a copy of 16 MB at 66 % of the 3 TB/s floor, against 87 % after a read flush; at
-    537 MB the two differ by 3 % (docs/perf/layer_norm-study.md, change 10). A read also writes back what the
-    previous run left dirty, outside the timed window."""
+    full of dirty lines, and the timed kernel pays for writing them back as it evicts them, which weighs most
+    on short kernels (docs/perf/method.md, docs/design/rows.md). A read also writes back what the previous run
+    left dirty, outside the timed window."""
     if device.index is None:  # one buffer for 'cuda' and 'cuda:0' (a tensor's device names its index)
         device = torch.device(device.type, torch.cuda.current_device())
     bufs = _flush_buffers.get(device)

@@ -3,7 +3,7 @@
 
     python scripts/attention_bench.py [--out DIR] [--quick] [--winners tuning_db/h100-sxm.json]
 
-Shapes (the attention issue's): float16, D 64 and 128, causal and not, N 1024 / 4096 / 16384 with B=4, H=32,
+Shapes: float16, D 64 and 128, causal and not, N 1024 / 4096 / 16384 with B=4, H=32,
 and N=16384 with B=1. Every candidate is checked against torch's FLASH backend on the same inputs before it is
 timed (a wrong kernel is reported, not timed). Times are medians of CUDA events with the L2 flushed
 (kernelzoo.timing), the candidates of a shape timed in turn over --rounds interleaved rounds, each in its own
@@ -11,7 +11,7 @@ shuffled order (so that a change of the GPU's clocks meets every candidate alike
 rounds' medians kept; TFLOP/s count the op's FLOPs (forward 4·B·H·N²·D, halved when causal; backward 2.5× the
 forward). The triton and cuda columns run each plugin's default config, or with --winners (a `kernelzoo db
 export` file) the config that file stores for the key, where it has one. Writes attention_bench.json, a
-markdown table (with the issues' targets met, and the tuned dispatch against the fastest candidate) and a plot
+markdown table (with the speed targets met, and the tuned dispatch against the fastest candidate) and a plot
 (attention_bench.png) under --out, and prints the tables.
 """
 
@@ -151,7 +151,7 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-# The attention issues' targets: (what, pass, plugin, against, at least, from N)
+# The speed targets against SDPA's backends: (what, pass, plugin, against, at least, from N)
 TARGETS = [("Triton forward ≥ 1.0× FA2", "fwd", "triton", "flash", 1.0, 0),
            ("Triton forward ≥ 0.9× cuDNN, N ≥ 4096", "fwd", "triton", "cudnn", 0.9, 4096),
            ("Triton backward ≥ 1.0× FA2", "bwd", "triton", "flash", 1.0, 0),
@@ -164,7 +164,7 @@ CANDIDATES = {"flash": "torch", "triton": "triton", "cuda": "cuda"}  # column: t
 
 
 def targets(rows: list[dict], tolerance: float = 0.03) -> str:
-    """The issues' targets over the rows, as a markdown table: how many rows meet each, the range of the ratio,
+    """The speed targets over the rows, as a markdown table: how many rows meet each, the range of the ratio,
     and the misses; last, the tuned dispatch against the fastest of flash, triton and cuda (within tolerance),
     each miss saying whether dispatch ran that fastest candidate's plugin (then the gap is the measurement's)."""
     lines = ["| target | met | range | misses |", "|---|---|---|---|"]

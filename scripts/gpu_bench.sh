@@ -1,15 +1,14 @@
 #!/usr/bin/env bash
-# Every op's benchmarks on a CUDA machine in one go, for docs/perf. On the lent H100, in one device call:
-#   . .whl/env.sh && scripts/gpu_bench.sh
+# Every op's benchmarks on a CUDA machine in one go, for docs/perf:
+#   scripts/gpu_bench.sh
 # About 5 minutes, Triton and NVRTC compiles and torch.compile included. Each step has its own time
-# limit and none starts past a deadline ($GPU_BENCH_SECONDS, default 480 s), so the call stays under
-# its 10 minutes whatever hangs. Under $OUT (the device returns at most 8 files, so the results travel
-# as one archive):
+# limit and none starts past a deadline ($GPU_BENCH_SECONDS, default 480 s). Under $OUT
+# (default /tmp/kernelzoo-gpu-bench):
 #   perf-gpu.tar.gz  <op>.json and <op>.png of `kernelzoo bench` per op, gelu_fusion.md, pytest_softmax.json
 #   summary.txt      per op, the best kernelzoo plugin against torch; pytest-benchmark against kernelzoo bench
 #   gpu_bench.log    everything the steps printed
-# Then, on the development machine:
-#   mkdir -p /tmp/gpu && tar -xzf FILES_AT/perf-gpu.tar.gz -C /tmp/gpu && python scripts/perf_docs.py --gpu /tmp/gpu
+# Then build the pages:
+#   mkdir -p /tmp/gpu && tar -xzf OUT/perf-gpu.tar.gz -C /tmp/gpu && python scripts/perf_docs.py --gpu /tmp/gpu
 set -uo pipefail
 out=${OUT:-/tmp/kernelzoo-gpu-bench}
 res=$(mktemp -d)
@@ -55,7 +54,7 @@ for op in $ops; do
 done
 # 25 ms of timed runs per plugin and shape (at least 5 runs) keeps the noise near 1%; a plugin slower
 # than 250 ms a run (the python ones on the biggest shapes) is reported, not timed. One dtype per op
-# group fits the time: fp32 for the memory-bound ops and fp16 for attention (PERF.md's figures), bf16
+# group fits the time: fp32 for the memory-bound ops and fp16 for attention, bf16
 # for the matmuls and convolutions (cuDNN runs fp32 convolutions as TF32, past the fp32 floor).
 bench=(kernelzoo bench --device cuda --output "$res/{op}.json" --plot "$res/{op}.png" --budget-ms 25 --max-run-ms 250)
 

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The whole test suite on a CUDA machine, every plugin executing for real, and a short summary. On the lent GPU:
-# `. .whl/env.sh && scripts/gpu_check.sh [pytest args]` (logs under $OUT). Each result is logged by name as it
-# happens (-v), so a run stopped by a time limit still says which cases failed; the summary prints them, then
-# pytest's last line. The whole suite outlasts one 10-minute call (an H200 ran 88 % of it in 540 s with -n 15):
-# split it in two, e.g. `-n 15 tests/test_conformance.py -k cuda` and `-n 15 tests -k "not (test_conformance and
-# cuda)"`. LIMIT=SECONDS stops pytest after that long (default: no limit).
+# The whole test suite on a CUDA machine, every plugin executing for real, and a short summary:
+#   scripts/gpu_check.sh [pytest args]            (logs under $OUT, default /tmp/kernelzoo-gpu-check)
+# Each result is logged by name as it happens (-v), so a run stopped by a time limit still says which cases
+# failed; the summary prints them, then pytest's last line. LIMIT=SECONDS stops pytest after that long
+# (default: no limit). The suite splits in two halves that each take a few minutes with -n 15:
+# `-n 15 tests/test_conformance.py -k cuda` and `-n 15 tests -k "not (test_conformance and cuda)"`.
 set -uo pipefail
 out=${OUT:-/tmp/kernelzoo-gpu-check}
 mkdir -p "$out"

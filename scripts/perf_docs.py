@@ -9,7 +9,7 @@ A results folder holds ``<op>.json`` (``kernelzoo bench --json``) and, optionall
 ``gelu_fusion.md`` (``examples/gelu_fusion.py --out``) and ``pytest_<op>.json`` (pytest
 ``--benchmark-json``). Imported files go to docs/perf/data/<gpu|cpu>/ and docs/perf/img/, and every page
 is rebuilt from all that is there: importing GPU results keeps the CPU sections, and the other way round.
-A paragraph written by hand for an op's section (what changed since its figures, say) lives in
+A paragraph written by hand for an op's section (what its figures need to be read right) lives in
 docs/perf/notes/<op>-<gpu|cpu>.md and is put under the section's heading at each rebuild. With no option,
 the pages are rebuilt from what is there.
 """
@@ -264,23 +264,17 @@ def readme(results: Results) -> str:
     return "\n".join(lines)
 
 
-# Pages written by hand from their own scripts, linked below the table.
+# Pages written by hand, linked below the table.
 STUDIES = [
+    "How these figures are measured, and the devices' ceilings behind `% floor`: [method.md](method.md). What each "
+    "kernel family tried and what won: the design notes on [flash attention](../design/flash-attention.md), "
+    "[GEMM](../design/gemm.md), [row reductions](../design/rows.md), [elementwise ops](../design/elementwise.md) "
+    "and [convolution](../design/conv.md).",
+    "",
     "Against torch's SDPA backends per shape (FA2, cuDNN, memory-efficient), with the tuned dispatch: "
-    "[attention-sdpa.md](attention-sdpa.md). The Triton kernels' TMA descriptors, per config, and what did not "
-    "help: [attention-triton.md](attention-triton.md). "
-    "The raw CUDA FlashAttention: [attention-cuda.md](attention-cuda.md).",
+    "[attention-sdpa.md](attention-sdpa.md). The layer ops on an H200: [h200.md](h200.md).",
     "",
     "mytorch's training step against PyTorch eager, with its per-op trace and host profile: [mytorch.md](mytorch.md).",
-    "",
-    "conv2d against cuDNN on ResNet's shapes in fp16 (the torch plugin takes float32 only on the GPU), and what "
-    "moved it: [conv2d-study.md](conv2d-study.md).",
-    "",
-    "layer_norm and its backward against a copy of the same bytes, per config, and what the cluster kernels "
-    "moved: [layer_norm-study.md](layer_norm-study.md).",
-    "",
-    "The OpenMP plugins of layer_norm_backward, sgd_update_, adam_update_ and conv2d_backward against torch on 2 "
-    "cores, with each change's prediction and outcome and the run-to-run noise: [cpu-study.md](cpu-study.md).",
 ]
 
 

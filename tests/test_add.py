@@ -11,8 +11,8 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kernelzoo_plugins._elementwise.cuda import dim_args, divider
 from kernelzoo_plugins.add import MAX_DIMS, broadcast_shape, layout
-from kernelzoo_plugins.add.cuda import dim_args, divider
 
 from kernelzoo.backends import triton as triton_backend
 from kernelzoo.registry import poison_outputs, registry

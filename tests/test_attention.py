@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from kernelzoo_plugins.attention import attention_math, compare, output_atol
+from kernelzoo_plugins._flash.spec import attention_math, compare, output_atol
 
 import kernelzoo
 from kernelzoo.backends import triton as triton_backend

@@ -7,7 +7,8 @@ import re
 
 import pytest
 import torch
-from kernelzoo_plugins.attention import cuda as attention_cuda
+from kernelzoo_plugins._flash import cuda as attention_cuda
+from kernelzoo_plugins.attention import cuda as forward_cuda
 from kernelzoo_plugins.attention_backward import cuda as attention_backward_cuda
 
 from kernelzoo.backends import cuda
@@ -19,10 +20,18 @@ OP, IMPL = registry.op("attention"), registry.impl("attention", "cuda")
 H100_SHARED = 227 * 1024
 
 
+def patch(monkeypatch, name: str, value: object) -> None:
+    """Replace the family's helper ``name`` where the plugins look it up: the family module and each plugin
+    module that imported it."""
+    for module in (attention_cuda, forward_cuda, attention_backward_cuda):
+        if hasattr(module, name):
+            monkeypatch.setattr(module, name, value)
+
+
 @pytest.fixture(autouse=True)
 def h100_shared_memory(monkeypatch):
     """The H100's shared memory per block, which the fit check asks the device for."""
-    monkeypatch.setattr(attention_cuda, "shared_limit", lambda device: H100_SHARED)
+    patch(monkeypatch, "shared_limit", lambda device: H100_SHARED)
 
 
 def forward_call(d: int, masked: bool, dtype: torch.dtype = torch.float16):
@@ -139,16 +148,16 @@ def test_the_split_backward_compiles_without_a_large_spill(d):
     (128, True, {"WARPS": 8, "BLOCK_N": 64, "STAGES": 3, "PRODUCER": 2, "OVERLAP": 1}),  # 128-key scores overflow
 ])                                                                                        # the masked budget
 def test_on_an_sm90_device_the_default_runs_the_warpgroup_mmas(monkeypatch, d, masked, expected):
-    monkeypatch.setattr(attention_cuda, "sm90", lambda device: True)
+    patch(monkeypatch, "sm90", lambda device: True)
     config = IMPL.fitted(forward_call(d, masked), IMPL.config())
     assert config == IMPL.config({"WGMMA": 1, **expected})
 
 
 @pytest.mark.parametrize("d", [80, 96])
 def test_elsewhere_the_default_is_the_mma_sync_kernel(monkeypatch, d):
-    monkeypatch.setattr(attention_cuda, "sm90", lambda device: True)  # head dims the wgmma tiles do not take
+    patch(monkeypatch, "sm90", lambda device: True)  # head dims the wgmma tiles do not take
     assert IMPL.fitted(forward_call(d, False), IMPL.config())["WGMMA"] == 0
-    monkeypatch.setattr(attention_cuda, "sm90", lambda device: False)  # and any head dim off sm_90
+    patch(monkeypatch, "sm90", lambda device: False)  # and any head dim off sm_90
     assert IMPL.fitted(forward_call(64, False), IMPL.config()) == IMPL.config()
 
 
@@ -230,8 +239,8 @@ def test_flashattention3_s_order_at_head_dim_128_takes_the_producer_warpgroup_s_
 def test_where_tensor_maps_cannot_launch_the_default_runs_a_config_without_tma(monkeypatch):
     """A driver without cuFuncGetParamInfo (before CUDA 12.4) cannot pack a tensor map where the kernel reads it:
     the TMA producers are refused, and the default at head dim 128 runs the next Hopper default."""
-    monkeypatch.setattr(attention_cuda, "sm90", lambda device: True)
-    monkeypatch.setattr(attention_cuda, "tma_unavailable", lambda device: "the driver has no cuFuncGetParamInfo")
+    patch(monkeypatch, "sm90", lambda device: True)
+    patch(monkeypatch, "tma_unavailable", lambda device: "the driver has no cuFuncGetParamInfo")
     with pytest.raises(UnsupportedError, match="loads by TMA"):
         IMPL.shared_memory(forward_call(128, False), IMPL.config({"WGMMA": 1, "WARPS": 8, "PRODUCER": 2}))
     config = IMPL.fitted(forward_call(128, False), IMPL.config())

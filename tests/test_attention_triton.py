@@ -9,6 +9,7 @@ import zlib
 
 import pytest
 import torch
+from kernelzoo_plugins._flash import triton as flash_triton
 from kernelzoo_plugins.attention import triton as forward_triton
 from kernelzoo_plugins.attention_backward import triton as backward_triton
 
@@ -30,13 +31,13 @@ CASES = [case.id for case in registry.op("attention").cases() if case.small]
 def descriptors_made(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Counts the descriptors the kernels get; on the CPU the descriptor path is forced."""
     made: list[int] = []
-    make = forward_triton.descriptor
+    make = flash_triton.descriptor
 
     def counted(t: torch.Tensor, rows: int, block_d: int):
         made.append(rows)
         return make(t, rows, block_d)
 
-    for module in (forward_triton, backward_triton):
+    for module in (flash_triton, forward_triton, backward_triton):
         monkeypatch.setattr(module, "descriptor", counted)
         if DEVICE.type == "cpu":
             monkeypatch.setattr(module, "descriptors_apply", lambda *tensors: True)
@@ -51,7 +52,7 @@ def test_descriptor_path_matches_reference(op_name: str, case_id: str, descripto
     availability = registry.availability(impl)
     if not availability:
         pytest.skip(availability.reason)
-    if DEVICE.type == "cuda" and not forward_triton.has_tma(DEVICE):
+    if DEVICE.type == "cuda" and not flash_triton.has_tma(DEVICE):
         pytest.skip("this GPU has no TMA (sm_90 and newer have)")
     case = next(c for c in spec.cases() if c.id == case_id)
     args, kwargs = case.make(DEVICE, DTYPE, torch.Generator().manual_seed(zlib.crc32(case_id.encode())))

@@ -16,12 +16,12 @@ from tuning_helpers import ROOT, load_file, temporary_db
 
 from kernelzoo.bench.cases import cases
 from kernelzoo.bench.run import Row
+from kernelzoo.ceilings import Ceilings
 from kernelzoo.cli import main
 from kernelzoo.db.records import device_ceilings, save_device_ceilings
 from kernelzoo.db.store import open_store
 from kernelzoo.fingerprint import cpu_fingerprint
 from kernelzoo.registry import registry
-from kernelzoo.tuner.ceilings import Ceilings
 
 BENCHMARKS = ROOT / "benchmarks"
 PLANTED = {"bandwidth_gbs": 10.0, "tflops": {"float32": 0.1}, "source": "planted by the test"}
@@ -193,7 +193,7 @@ def test_the_gelu_fusion_study_writes_its_tables(tmp_db, tmp_path):
     assert "| torch.compile of the separate ops (skipped) |" in text and "floor: bytes / bandwidth" in text
 
 
-def test_attention_bench_reports_the_issue_targets_and_the_dispatch_misses():
+def test_attention_bench_reports_the_targets_and_the_dispatch_misses():
     """scripts/attention_bench.py's targets(): per target the rows that meet it, the ratio's range and the misses
     (a ratio just under the bar is a miss, printed so that it reads as one); dispatch against the fastest of
     flash, triton and cuda, a miss saying whether dispatch ran that candidate."""

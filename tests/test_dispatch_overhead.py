@@ -10,7 +10,7 @@ import re
 
 import pytest
 import torch
-from kernelzoo_plugins.attention import _check_qkv, _qkv_agree, case_specs, make_qkv
+from kernelzoo_plugins._flash.spec import _check_qkv, _qkv_agree, case_specs, make_qkv
 
 import kernelzoo
 from kernelzoo import dispatch

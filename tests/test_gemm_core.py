@@ -1,4 +1,4 @@
-"""The openmp GEMM core (plugins/linear/gemm_openmp.h) built for AVX-512 against its portable build: the B panels
+"""The openmp GEMM core (plugins/_gemm/gemm_openmp.h) built for AVX-512 against its portable build: the B panels
 of linear's transposed weight are packed by 16 × 16 AVX-512 transposes in one and element by element in the other,
 and the products must come out bit for bit the same."""
 

@@ -74,8 +74,7 @@ def avx512() -> bool:
 def flags() -> tuple[str, ...]:
     """The compiler's flags on this machine: BASE_FLAGS, and with AVX-512 -mprefer-vector-width=512.
     gcc's -march=native tunes Intel's AVX-512 cores for 256-bit vectors when it vectorises loops by
-    itself; the attention's products ran at 52-59 GFLOP/s a core that way and at 174-190 with 512-bit
-    vectors (gcc 12.2, an Intel Xeon with AVX-512, 2026-11-26)."""
+    itself, which left plain loops over a register tile at a third of their speed (docs/design/elementwise.md)."""
     return (*BASE_FLAGS, "-mprefer-vector-width=512") if avx512() else BASE_FLAGS
 
 
@@ -129,8 +128,8 @@ def _ctype(name: str) -> Any:
 
 
 def ptr(t: torch.Tensor, ctype: str = "float *") -> Any:
-    """A C pointer to ``t``'s memory (no copy); ``t`` must be a CPU tensor. 0.32 µs a call on a 2-core Xeon,
-    against 0.57 with the type parsed and the device object made at every call."""
+    """A C pointer to ``t``'s memory (no copy); ``t`` must be a CPU tensor. The C type is parsed once per name:
+    parsing it and making the device object at every call nearly doubled the cost of a call."""
     assert t.is_cpu, "openmp kernels take CPU tensors"
     return _ffi.cast(_ctype(ctype), t.data_ptr())
 

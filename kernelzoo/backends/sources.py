@@ -1,9 +1,9 @@
 """Kernel sources that share code: a textual ``#include "path"`` for the compiled plugins.
 
 Every openmp and cuda plugin's source goes through :func:`expand_includes` (e.g. linear,
-linear_backward, conv2d and conv2d_backward share one GEMM core, ``plugins/linear/gemm.cuh``).
+linear_backward, conv2d and conv2d_backward share one GEMM core, ``plugins/_gemm/gemm.cuh``).
 NVRTC and the OpenMP build each compile one string with no include path, so a line
-``#include "../linear/gemm.cuh"`` (a path relative to the including file) is replaced by that file's
+``#include "../_gemm/gemm.cuh"`` (a path relative to the including file) is replaced by that file's
 text, between ``#line`` markers that keep compiler messages pointing at the right file and line.
 ``#include <...>`` lines are left to the compiler. The pasted text is part of the source hash, so
 editing the core expires the tuned winners of every op that includes it.

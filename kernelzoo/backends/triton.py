@@ -6,10 +6,9 @@ With ``TRITON_INTERPRET=1`` (set before Triton is imported) the same kernels run
 interpreter on CPU tensors; that is how CI runs them. The interpreter executes each program
 in Python, so it is only for small sizes, and never chosen automatically.
 
-:class:`Launcher` launches a kernel with less host work than ``kernel[grid](...)``: on the H100's
-host, Triton's own launch took 40 µs of a 123 µs attention forward call, 21 µs of it binding and
-specializing the 44 arguments before the compiled kernel was found (3-7 µs for kernels of 9-22
-arguments; docs/perf/attention-triton.md).
+:class:`Launcher` launches a kernel with less host work than ``kernel[grid](...)``: Triton's own launch
+binds and specializes every argument at every call before it finds the compiled kernel, a cost that grows
+with the argument count and is a large share of a short kernel's call (docs/design/flash-attention.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Benchmarks: every plugin of an op against torch, with the roofline floor (PERF.md, "How to measure").
+"""Benchmarks: every plugin of an op against torch, with the roofline floor (docs/perf/method.md).
 
 Shared by ``kernelzoo bench`` (:mod:`~kernelzoo.bench.run`: in-process, ``time_fn``, text tables,
 JSON, plots) and the pytest-benchmark suites in ``benchmarks/`` (which time through

@@ -11,6 +11,7 @@ import torch
 
 from kernelzoo import dispatch
 from kernelzoo.backends.triton import TritonImplementation, interpreting
+from kernelzoo.ceilings import Ceilings
 from kernelzoo.registry import (
     FLOATS,
     Call,
@@ -22,7 +23,6 @@ from kernelzoo.registry import (
     parse_dtype,
     registry,
 )
-from kernelzoo.tuner.ceilings import Ceilings
 
 BASELINE = "torch"
 # Without ceilings, a call is compute-bound from this many FLOPs per byte on: about the ridge point of

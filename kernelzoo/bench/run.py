@@ -22,11 +22,11 @@ import kernelzoo
 from kernelzoo import dispatch
 from kernelzoo.backends import triton as triton_backend
 from kernelzoo.bench.cases import BASELINE, Case, make_call, plugin_config, restorer, throughput, why_not
+from kernelzoo.ceilings import Ceilings
 from kernelzoo.errors import UnsupportedError
 from kernelzoo.fingerprint import fingerprint
 from kernelzoo.registry import Call, Op, registry
 from kernelzoo.timing import Timing, time_fn
-from kernelzoo.tuner.ceilings import Ceilings
 
 
 @dataclass

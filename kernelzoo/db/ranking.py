@@ -29,7 +29,7 @@ def pick_winner(candidates: Sequence[C], device_type: str, op: str | None = None
     """The fastest candidate, or the first in plugin order (``op``'s, where given) of those within noise of it.
 
     Within noise: slower than the fastest by less than the larger relative spread (IQR over
-    median) of the two timings; such a difference is no difference (PERF.md).
+    median) of the two timings; such a difference is no difference (docs/perf/method.md).
     """
     order = plugin_order(device_type, [c.plugin for c in candidates], op)
 

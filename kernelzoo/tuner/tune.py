@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from kernelzoo import dispatch
+from kernelzoo.ceilings import Ceilings, device_ceilings
 from kernelzoo.db import records
 from kernelzoo.db.models import Origin
 from kernelzoo.db.ranking import by_key, pick_winner
@@ -22,7 +23,6 @@ from kernelzoo.db.store import Store
 from kernelzoo.errors import ArgumentError, UnsupportedError
 from kernelzoo.fingerprint import Fingerprint, cpu_fingerprint
 from kernelzoo.registry import FLOATS, dtype_name, parse_dtype, registry
-from kernelzoo.tuner.ceilings import Ceilings, device_ceilings
 from kernelzoo.tuner.pool import WorkerLost, WorkerPool
 from kernelzoo.tuner.progress import Progress
 from kernelzoo.tuner.search import SearchResult, Target, TuneOptions, search

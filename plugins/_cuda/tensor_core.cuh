@@ -1,4 +1,4 @@
-// PTX wrappers of the tensor-core kernels (the GEMM core plugins/linear/gemm.cuh and the flash-attention
+// PTX wrappers of the tensor-core kernels (the GEMM core plugins/_gemm/gemm.cuh and the flash-attention
 // kernels plugins/_cuda/flash.cuh): cp.async, ldmatrix, mma.sync m16n8k16 for kz_half / kz_bf16, the packing
 // of two floats into one 16-bit pair register, ex2.approx. Every inline asm of those kernels is here.
 //

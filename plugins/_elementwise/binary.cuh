@@ -17,7 +17,7 @@
 template <class F, int PACK>
 __device__ __forceinline__ void binary_packs(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ out,
                                              long long n) {
-    typedef typename Bits<PACK * sizeof(T)>::type B;
+    typedef typename RawOf<PACK * sizeof(T)>::type B;
     const B* ab = reinterpret_cast<const B*>(a);
     const B* bb = reinterpret_cast<const B*>(b);
     B* ob = reinterpret_cast<B*>(out);
@@ -29,8 +29,8 @@ __device__ __forceinline__ void binary_packs(const T* __restrict__ a, const T* _
     for (int i = 0; i < ITEMS; ++i) {
         const long long p = first + (long long)i * THREADS;
         if (p < packs) {
-            va[i].bits = ab[p];
-            vb[i].bits = bb[p];
+            va[i].raw = ab[p];
+            vb[i].raw = bb[p];
         }
     }
 #pragma unroll
@@ -40,7 +40,7 @@ __device__ __forceinline__ void binary_packs(const T* __restrict__ a, const T* _
 #pragma unroll
             for (int k = 0; k < PACK; ++k)
                 va[i].v[k] = kz_from_float<T>(f(kz_to_float(va[i].v[k]), kz_to_float(vb[i].v[k])));
-            ob[p] = va[i].bits;
+            ob[p] = va[i].raw;
         }
     }
     // the n % PACK elements after the last whole pack, by block 0 (the grid has one at least)

@@ -11,22 +11,14 @@
 #endif
 #define MAX_DIMS 6
 
-template <int BYTES> struct Bits;  // an unsigned type of BYTES bytes: one memory access
-template <> struct Bits<16> { typedef uint4 type; };
-template <> struct Bits<4> { typedef unsigned type; };
-template <> struct Bits<2> { typedef unsigned short type; };
-
-template <int PACK> union Pack {  // PACK elements moved as one access
-    typename Bits<PACK * sizeof(T)>::type bits;
-    T v[PACK];
-};
+#include "../_cuda/pack.cuh"
 
 // 16-byte accesses: 4 floats or 8 halves
 #define VEC (16 / (int)sizeof(T))
 
 // Dimension d (0 = innermost) of the merged layout: its size, the magic number and shift that
 // divide by it (q = (umulhi(i, magic) + i) >> shift for 0 <= i < 2**31; computed by the wrapper,
-// as add's), and the strides of operands 0 and 1 along it (in elements; 0 where broadcast).
+// _elementwise/cuda.py's divider), and the strides of operands 0 and 1 along it (in elements; 0 where broadcast).
 // Unused dimensions: size 1, strides 0.
 #define DIM_PARAMS(d) long long size##d, unsigned magic##d, unsigned shift##d, long long stride0_##d, \
                       long long stride1_##d

@@ -17,15 +17,7 @@
 #define THREADS 256
 #endif
 
-template <int BYTES> struct UnaryBits;  // an unsigned type of BYTES bytes: one memory access
-template <> struct UnaryBits<16> { typedef uint4 type; };
-template <> struct UnaryBits<4> { typedef unsigned type; };
-template <> struct UnaryBits<2> { typedef unsigned short type; };
-
-template <int PACK> union UnaryPack {  // PACK elements moved as one access
-    typename UnaryBits<PACK * sizeof(T)>::type bits;
-    T v[PACK];
-};
+#include "../_cuda/pack.cuh"
 
 #define UNARY_VEC (16 / (int)sizeof(T))
 
@@ -33,16 +25,16 @@ template <int PACK> union UnaryPack {  // PACK elements moved as one access
 // THREADS * ITEMS packs per block, and has one block at least (block 0 does the tail).
 template <int PACK, class F>
 __device__ __forceinline__ void unary_map(const T* __restrict__ x, T* __restrict__ y, long long n, const F& f) {
-    typedef typename UnaryBits<PACK * sizeof(T)>::type B;
+    typedef typename RawOf<PACK * sizeof(T)>::type B;
     const B* xb = reinterpret_cast<const B*>(x);
     B* yb = reinterpret_cast<B*>(y);
     const long long packs = n / PACK;
     const long long first = (long long)blockIdx.x * (THREADS * ITEMS) + threadIdx.x;
-    UnaryPack<PACK> v[ITEMS];
+    Pack<PACK> v[ITEMS];
 #pragma unroll
     for (int i = 0; i < ITEMS; ++i) {
         const long long p = first + (long long)i * THREADS;
-        if (p < packs) v[i].bits = xb[p];
+        if (p < packs) v[i].raw = xb[p];
     }
 #pragma unroll
     for (int i = 0; i < ITEMS; ++i) {
@@ -50,7 +42,7 @@ __device__ __forceinline__ void unary_map(const T* __restrict__ x, T* __restrict
         if (p < packs) {
 #pragma unroll
             for (int k = 0; k < PACK; ++k) v[i].v[k] = kz_from_float<T>(f(kz_to_float(v[i].v[k]), p * PACK + k));
-            yb[p] = v[i].bits;
+            yb[p] = v[i].raw;
         }
     }
     // the n % PACK elements after the last whole pack (fewer than PACK <= 8 < THREADS), by block 0

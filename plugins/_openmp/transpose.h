@@ -1,7 +1,7 @@
 // kz_transpose16(dst, ldd, src, lds): dst[i][j] = src[j][i] for a 16 × 16 block of floats (row strides ldd and
 // lds, in floats). With AVX-512: 16 row loads, four rounds of shuffles (32-bit, 64-bit, then 128-bit lanes
-// twice), 16 row stores; elsewhere (or with KZ_PORTABLE) an element loop. Included by attention/openmp.c (its K
-// and V panels) and linear/gemm_openmp.h (B panels read along k).
+// twice), 16 row stores; elsewhere (or with KZ_PORTABLE) an element loop. Included by _flash/openmp.c (its K
+// and V panels) and _gemm/gemm_openmp.h (B panels read along k).
 #ifndef KZ_TRANSPOSE_H
 #define KZ_TRANSPOSE_H
 #if defined(__AVX512F__) && !defined(KZ_PORTABLE)

@@ -27,35 +27,19 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from kernelzoo_plugins.sgd_update_ import (
+from kernelzoo_plugins._optim.spec import (
+    STATE,
+    VARIANTS,
+    adam_case,
     check_number,
     check_state,
-    nan_grad,
     placeholder,
-    state_tensor,
+    scalars,
     update_cases,
 )
 
 from kernelzoo.errors import ArgumentError, DTypeError
 from kernelzoo.registry import BadCase, Call, Case, Op, randn
-
-STATE = ("param", "grad", "exp_avg", "exp_avg_sq", "max_exp_avg_sq")
-
-_BASE = {"step": 3, "lr": 0.01, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.0}
-# the conformance cases' hyperparameters, by name
-VARIANTS = [("adam", _BASE), ("adamw", {**_BASE, "weight_decay": 0.1}),
-            ("adam-l2", {**_BASE, "weight_decay": 0.1, "decoupled": False}),
-            ("amsgrad", {**_BASE, "amsgrad": True, "weight_decay": 0.01}),
-            # 1 - beta1 >= 0.5 takes lerp's other formula; step 1 the largest bias correction
-            ("beta1-0.3-step1", {**_BASE, "beta1": 0.3, "beta2": 0.9, "step": 1, "eps": 1e-3})]
-
-
-def scalars(call: Call) -> dict[str, float]:
-    """The per-step scalars, in double as torch computes them in Python: step_size = lr / (1 − beta1^step),
-    bc2_sqrt = sqrt(1 − beta2^step), decay = 1 − lr·weight_decay (AdamW's factor)."""
-    c = call.params
-    return {"step_size": c["lr"] / (1 - c["beta1"] ** c["step"]), "bc2_sqrt": (1 - c["beta2"] ** c["step"]) ** 0.5,
-            "decay": 1 - c["lr"] * c["weight_decay"]}
 
 
 class AdamUpdate(Op):
@@ -110,7 +94,8 @@ class AdamUpdate(Op):
         kwargs = {"step": 10, "lr": 1e-3, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.01, **params}
         param = randn(shape, device, dtype, generator)
         grad, exp_avg = randn(shape, device, dtype, generator, 0.01), randn(shape, device, dtype, generator, 0.01)
-        exp_avg_sq = randn(shape, device, dtype, generator, 0.01).square().add_(exp_avg.square())  # v >= m², see _make
+        # v >= m², see adam_case
+        exp_avg_sq = randn(shape, device, dtype, generator, 0.01).square().add_(exp_avg.square())
         if kwargs.get("amsgrad"):
             kwargs["max_exp_avg_sq"] = exp_avg_sq * 1.5
         return self.check(param, grad, exp_avg, exp_avg_sq, **kwargs)
@@ -135,7 +120,7 @@ class AdamUpdate(Op):
         return outputs[0]
 
     def cases(self) -> list[Case]:
-        return update_cases(VARIANTS, _make)
+        return update_cases(VARIANTS, adam_case)
 
     def bad_cases(self) -> list[BadCase]:
         p = torch.zeros(4, 3)
@@ -157,21 +142,3 @@ class AdamUpdate(Op):
                     "amsgrad needs max_exp_avg_sq"),
             BadCase("negative-eps", call(p, p, p, p, eps=-1.0), ArgumentError, "eps must be a finite number"),
         ]
-
-
-def _make(shape: tuple[int, ...], layout: str, kwargs: dict) -> Callable:
-    def build(device: torch.device, dtype: torch.dtype, g: torch.Generator) -> tuple[tuple, dict]:
-        param = state_tensor(shape, layout, device, dtype, g)
-        grad = state_tensor(shape, "transposed" if layout == "sliced" else layout, device, dtype, g, 0.5)
-        if layout == "nan":
-            grad = nan_grad(grad)
-        exp_avg = state_tensor(shape, layout, device, dtype, g, 0.1)
-        # v >= m², as in a real run (Jensen: the mean square is at least the squared mean); independent
-        # random m and v would give |m|/sqrt(v) without bound, updates of any size, and float32 errors
-        # past the table's atol in the largest ones (measured: 2e-5 at 100k elements)
-        exp_avg_sq = state_tensor(shape, layout, device, dtype, g, 0.1, positive=True).add_(exp_avg.square())
-        kw = dict(kwargs)
-        if kw.get("amsgrad"):
-            kw["max_exp_avg_sq"] = state_tensor(shape, layout, device, dtype, g, 0.1, positive=True)
-        return (param, grad, exp_avg, exp_avg_sq), kw
-    return build

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import torch
-from kernelzoo_plugins.sgd_update_ import dense_run
+from kernelzoo_plugins._optim.spec import STATE, dense_run, scalars
 
 from kernelzoo.backends.cuda import I64, CudaImplementation
 from kernelzoo.registry import Call
-
-from . import STATE, scalars
 
 
 class AdamUpdateCuda(CudaImplementation):

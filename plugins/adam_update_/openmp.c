@@ -6,14 +6,13 @@
 //
 // Torch divides sqrt(v) by bc2_sqrt = sqrt(1 - beta2^step); the loop multiplies by its reciprocal, taken once
 // per call: one rounding more or less (well inside the float32 tolerance), and one vector division less per 16
-// elements. The square root and the divisions make the loop compute-bound while the arrays sit in cache: one
-// core took 0.120 ms for 262144 elements (in L2) dividing twice, 0.093 ms dividing once (2026-11-22).
+// elements. The square root and the divisions make the loop compute-bound while the arrays sit in cache, where
+// the division saved shows (docs/design/elementwise.md).
 //
 // Vectorised: each thread runs one loop specialised for its variant (the flags are constants after inlining,
 // so no branch is left in it). The backend compiles with -fno-math-errno, so sqrtf becomes the vector square
 // root (IEEE, as torch's). Before that flag a sqrtf kept the loop scalar and a bit-trick square root with
-// Newton steps stood in for it. On 2 cores (2026-11-22, noisy) sqrtf measured the same at 4M elements
-// (2.5 ms, as torch's fused AdamW) and no slower at 1M (0.35-0.45 ms against 0.51; torch 0.29-0.35 ms).
+// Newton steps stood in for it; sqrtf measured no slower.
 #include "../_openmp/parallel.h"
 #include <math.h>
 #include <omp.h>
@@ -71,9 +70,8 @@ void adam_update(float *restrict p, const float *restrict grad, float *restrict 
                  float eps, float weight_decay, float decay, int decoupled, int amsgrad, int threads) {
     const Adam a = {step_size, bc2_sqrt, w1, beta2, eps, weight_decay, decay};
     const int mode = adam_mode(weight_decay, decoupled);
-    // the square root and division cost per element like a libm call: on 2 cores (2026-11-22, medians of 3000
-    // calls) two threads took 21.1 us at 16384 elements against one thread's 24.2, 16.9 against 21.6 at 32768,
-    // and the same at 8192
+    // the square root and division cost per element like a libm call, so a second thread pays from
+    // PARALLEL_MIN_CALLS elements on, not PARALLEL_MIN
     #pragma omp parallel num_threads(threads) if (n >= PARALLEL_MIN_CALLS)
     adam_share(p, grad, m, v, v_max, n, omp_get_thread_num(), omp_get_num_threads(), a, mode, amsgrad);
 }

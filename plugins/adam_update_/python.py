@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import torch
+from kernelzoo_plugins._optim.spec import STATE, scalars
 
 from kernelzoo.registry import FLOATS, Call, Implementation
-
-from . import STATE, scalars
 
 
 class AdamUpdatePython(Implementation):

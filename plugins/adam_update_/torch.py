@@ -9,18 +9,16 @@ torch.optim.Adam runs by default, in torch's order of operations.
 from __future__ import annotations
 
 import torch
-from kernelzoo_plugins.sgd_update_ import dense_run
+from kernelzoo_plugins._optim.spec import STATE, dense_run, scalars
 
 from kernelzoo.registry import FLOATS, Call, Implementation
-
-from . import STATE, scalars
 
 
 class AdamUpdateTorch(Implementation):
     op = "adam_update_"
     plugin = "torch"
     # float32 only on the GPU: there the composed step below (see run) rounds each op to the half type, which
-    # misses the tolerance with L2 weight decay (fp16/bf16 "adam-l2" cases on an H200, 2026-11-21)
+    # misses the tolerance with L2 weight decay (the fp16/bf16 "adam-l2" conformance cases)
     dtypes = {"cpu": FLOATS, "cuda": (torch.float32,)}
 
     def run(self, call: Call, config: dict) -> tuple[torch.Tensor, ...]:
@@ -30,7 +28,7 @@ class AdamUpdateTorch(Implementation):
             p, g, m, v, v_max = (t[name] for name in STATE)
             fused = getattr(torch, "_fused_adamw_" if c["decoupled"] else "_fused_adam_", None)
             # CUDA's fused kernel maps NaN/Inf gradients differently from torch.optim's single-tensor step
-            # (all 15 NaN/Inf conformance cases on the H100, 2026-11-21); the GPU runs the composed step
+            # (every NaN/Inf conformance case); the GPU runs the composed step
             if fused is not None and p.device.type == "cpu":
                 step = torch.full((), float(c["step"]), dtype=torch.float32, device=p.device)
                 fused([p], [g], [m], [v], [v_max] if c["amsgrad"] else [], [step], lr=c["lr"], beta1=c["beta1"],

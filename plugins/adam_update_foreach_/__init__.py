@@ -20,8 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from kernelzoo_plugins.adam_update_ import STATE, VARIANTS, _make
-from kernelzoo_plugins.sgd_update_ import check_number
+from kernelzoo_plugins._optim.spec import STATE, VARIANTS, adam_case, check_number
 
 from kernelzoo.errors import ArgumentError, DeviceError, DTypeError
 from kernelzoo.registry import FLOATS, BadCase, Call, Case, Op, dtype_name, randn, registry
@@ -219,7 +218,7 @@ class AdamUpdateForeach(Op):
 def _make_lists(entries: Sequence[tuple[tuple[int, ...], str]], kwargs: dict) -> Callable:
     """A case: one adam_update_ state per (shape, layout) entry (adam_update_'s own maker), as sequences."""
     def build(device: torch.device, dtype: torch.dtype, g: torch.Generator) -> tuple[tuple, dict]:
-        states = [_make(shape, layout, kwargs)(device, dtype, g) for shape, layout in entries]
+        states = [adam_case(shape, layout, kwargs)(device, dtype, g) for shape, layout in entries]
         lists = tuple([state[0][k] for state in states] for k in range(4))
         kw = dict(kwargs)
         if kw.get("amsgrad"):

@@ -4,7 +4,7 @@ addresses and size, with adam_update_'s 16-byte element update (cuda.cu includes
 from __future__ import annotations
 
 import torch
-from kernelzoo_plugins.adam_update_ import scalars
+from kernelzoo_plugins._optim.spec import scalars
 
 from kernelzoo.backends.cuda import CudaImplementation
 from kernelzoo.registry import Call

@@ -4,7 +4,7 @@ and size, in one parallel region (openmp.c includes adam_update_'s source)."""
 from __future__ import annotations
 
 import torch
-from kernelzoo_plugins.adam_update_ import scalars
+from kernelzoo_plugins._optim.spec import scalars
 
 from kernelzoo.backends.openmp import OpenMPImplementation, ptr, thread_counts
 from kernelzoo.registry import Call

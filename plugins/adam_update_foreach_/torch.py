@@ -6,7 +6,7 @@ GPU does not run the fused kernel)."""
 from __future__ import annotations
 
 import torch
-from kernelzoo_plugins.adam_update_ import scalars
+from kernelzoo_plugins._optim.spec import scalars
 
 from kernelzoo.registry import FLOATS, Call, Implementation
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from kernelzoo_plugins.adam_update_ import scalars
-from kernelzoo_plugins.adam_update_.triton import adam_block
+from kernelzoo_plugins._optim.spec import scalars
+from kernelzoo_plugins._optim.triton import adam_block
 
 from kernelzoo.backends.triton import TritonImplementation, launcher
 from kernelzoo.registry import Call

@@ -54,9 +54,8 @@ class Add(Op):
     """add(a, b, alpha=1): a + alpha·b with broadcasting, as torch.add."""
 
     name = "add"
-    # Untuned on the CPU, torch first: openmp ran 0.96-0.98x torch at 2048x2048 and 0.65-0.73x at 512x512 float32
-    # (2-core Xeon, three runs of 2026-11-26; docs/perf/add.md): a memory-bound pass that torch runs as fast,
-    # behind less Python. On a GPU the global order stands.
+    # Untuned on the CPU, torch first: a memory-bound pass that torch runs as fast, behind less Python
+    # (docs/perf/add.md, docs/design/elementwise.md). On a GPU the global order stands.
     default_order = {"cpu": ("torch",)}
     shapes = {"cuda": [(16384, 16384), (4096, 4096)], "cpu": [(2048, 2048), (512, 512)]}
 

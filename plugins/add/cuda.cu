@@ -11,28 +11,12 @@
 // index is split into coordinates, innermost dimension first. add_strided32 (out < 2**31
 // elements) divides by multiplying with a precomputed magic number (3 instructions instead of
 // a ~20-instruction 32-bit or ~70-instruction 64-bit division); add_strided64 divides plainly.
-#ifndef ITEMS
-#define ITEMS 4
-#endif
-#ifndef THREADS
-#define THREADS 256
-#endif
-#define MAX_DIMS 6
-
-template <int BYTES> struct Bits;  // an unsigned type of BYTES bytes: one memory access
-template <> struct Bits<16> { typedef uint4 type; };
-template <> struct Bits<4> { typedef unsigned type; };
-template <> struct Bits<2> { typedef unsigned short type; };
-
-template <int PACK> union Pack {  // PACK elements moved as one access
-    typename Bits<PACK * sizeof(T)>::type bits;
-    T v[PACK];
-};
+#include "../_elementwise/strided.cuh"
 
 template <int PACK>
 __device__ __forceinline__ void add_packs(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ out,
                                           float alpha, long long n) {
-    typedef typename Bits<PACK * sizeof(T)>::type B;
+    typedef typename RawOf<PACK * sizeof(T)>::type B;
     const B* ab = reinterpret_cast<const B*>(a);
     const B* bb = reinterpret_cast<const B*>(b);
     B* ob = reinterpret_cast<B*>(out);
@@ -43,8 +27,8 @@ __device__ __forceinline__ void add_packs(const T* __restrict__ a, const T* __re
     for (int i = 0; i < ITEMS; ++i) {
         const long long p = first + (long long)i * THREADS;
         if (p < packs) {
-            va[i].bits = ab[p];
-            vb[i].bits = bb[p];
+            va[i].raw = ab[p];
+            vb[i].raw = bb[p];
         }
     }
 #pragma unroll
@@ -54,7 +38,7 @@ __device__ __forceinline__ void add_packs(const T* __restrict__ a, const T* __re
 #pragma unroll
             for (int k = 0; k < PACK; ++k)
                 va[i].v[k] = kz_from_float<T>(kz_to_float(va[i].v[k]) + alpha * kz_to_float(vb[i].v[k]));
-            ob[p] = va[i].bits;
+            ob[p] = va[i].raw;
         }
     }
     // the n % PACK elements after the last whole pack, by block 0 (the grid has one at least)
@@ -66,25 +50,12 @@ __device__ __forceinline__ void add_packs(const T* __restrict__ a, const T* __re
 
 extern "C" __global__ void __launch_bounds__(THREADS)
 add_vec(const T* a, const T* b, T* out, float alpha, long long n) {
-    add_packs<16 / (int)sizeof(T)>(a, b, out, alpha, n);
+    add_packs<VEC>(a, b, out, alpha, n);
 }
 extern "C" __global__ void __launch_bounds__(THREADS)
 add_scalar(const T* a, const T* b, T* out, float alpha, long long n) {
     add_packs<1>(a, b, out, alpha, n);
 }
-
-// Dimension d (0 = innermost) of the merged layout: its size, the magic number and shift that
-// divide by it (q = (umulhi(i, magic) + i) >> shift for 0 <= i < 2**31; computed by the
-// wrapper), and the strides of a and b along it. Unused dimensions: size 1, strides 0.
-#define DIM_PARAMS(d) long long size##d, unsigned magic##d, unsigned shift##d, long long stride_a##d, \
-                      long long stride_b##d
-#define DIM_FIELDS(d) {size##d, magic##d, shift##d, stride_a##d, stride_b##d}
-
-struct Dim {
-    long long size;
-    unsigned magic, shift;
-    long long stride_a, stride_b;
-};
 
 template <bool WIDE>
 __device__ __forceinline__ void add_dims(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ out,
@@ -96,31 +67,8 @@ __device__ __forceinline__ void add_dims(const T* __restrict__ a, const T* __res
         const long long index = first + (long long)i * THREADS;
         va[i] = vb[i] = 0.0f;
         if (index < n) {
-            long long offset_a = 0, offset_b = 0;
-            if (WIDE) {
-                long long rest = index;
-#pragma unroll
-                for (int d = 0; d < MAX_DIMS; ++d) {
-                    if (d < ndim) {
-                        const long long q = rest / dims[d].size, coord = rest - q * dims[d].size;
-                        offset_a += coord * dims[d].stride_a;
-                        offset_b += coord * dims[d].stride_b;
-                        rest = q;
-                    }
-                }
-            } else {
-                unsigned rest = (unsigned)index;
-#pragma unroll
-                for (int d = 0; d < MAX_DIMS; ++d) {
-                    if (d < ndim) {
-                        const unsigned q = (__umulhi(rest, dims[d].magic) + rest) >> dims[d].shift;
-                        const unsigned coord = rest - q * (unsigned)dims[d].size;
-                        offset_a += (long long)coord * dims[d].stride_a;
-                        offset_b += (long long)coord * dims[d].stride_b;
-                        rest = q;
-                    }
-                }
-            }
+            long long offset_a, offset_b;
+            layout_offsets<WIDE>(index, ndim, dims, offset_a, offset_b);
             va[i] = kz_to_float(a[offset_a]);
             vb[i] = kz_to_float(b[offset_b]);
         }
@@ -133,16 +81,12 @@ __device__ __forceinline__ void add_dims(const T* __restrict__ a, const T* __res
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS)
-add_strided32(const T* a, const T* b, T* out, float alpha, long long n, int ndim, DIM_PARAMS(0), DIM_PARAMS(1),
-              DIM_PARAMS(2), DIM_PARAMS(3), DIM_PARAMS(4), DIM_PARAMS(5)) {
-    const Dim dims[MAX_DIMS] = {DIM_FIELDS(0), DIM_FIELDS(1), DIM_FIELDS(2), DIM_FIELDS(3), DIM_FIELDS(4),
-                                DIM_FIELDS(5)};
+add_strided32(const T* a, const T* b, T* out, float alpha, long long n, LAYOUT_PARAMS) {
+    const Dim dims[MAX_DIMS] = LAYOUT_DIMS;
     add_dims<false>(a, b, out, alpha, n, ndim, dims);
 }
 extern "C" __global__ void __launch_bounds__(THREADS)
-add_strided64(const T* a, const T* b, T* out, float alpha, long long n, int ndim, DIM_PARAMS(0), DIM_PARAMS(1),
-              DIM_PARAMS(2), DIM_PARAMS(3), DIM_PARAMS(4), DIM_PARAMS(5)) {
-    const Dim dims[MAX_DIMS] = {DIM_FIELDS(0), DIM_FIELDS(1), DIM_FIELDS(2), DIM_FIELDS(3), DIM_FIELDS(4),
-                                DIM_FIELDS(5)};
+add_strided64(const T* a, const T* b, T* out, float alpha, long long n, LAYOUT_PARAMS) {
+    const Dim dims[MAX_DIMS] = LAYOUT_DIMS;
     add_dims<true>(a, b, out, alpha, n, ndim, dims);
 }

@@ -5,156 +5,41 @@ through a STAGES-deep cp.async ring; S = Q·Kᵀ and O += P·V by mma.sync m16n8
 the online softmax in registers. float16 and bfloat16; head dims that are multiples of 8 up to 128 (compiled
 for the next multiple of 16); GQA, causal (top-left) and attn_mask (bool or additive, any broadcast) as the
 spec defines them. WGMMA 1 runs the same algorithm on Hopper's warpgroup MMAs (compiled for sm_90a; head dims
-64 and 128, 64 query rows a warpgroup). The helpers here serve the backward's cuda plugin too.
+64 and 128, 64 query rows a warpgroup). What both passes share is the family's (plugins/_flash/cuda.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import torch
+from kernelzoo_plugins._flash.cuda import (
+    LOG2E,
+    STATE_REGISTERS,
+    FlashCuda,
+    aligned_rows,
+    call_defines,
+    check_fit,
+    check_wgmma_call,
+    first_fitting,
+    kernel_head_dim,
+    mask_args,
+    plan_key,
+    row_tiles,
+    sm90,
+    strides,
+    tma_unavailable,
+    unsupported,
+)
+from kernelzoo_plugins._flash.spec import like, trivial_forward
 
-from kernelzoo.backends.cuda import I64, CudaImplementation, Kernel, tensor_map, tensor_map_launch
+from kernelzoo.backends.cuda import Kernel, tensor_map
 from kernelzoo.errors import UnsupportedError
 from kernelzoo.registry import Call
 
-from . import like, trivial_forward
 
-LOG2E = 1.4426950408889634
-MAX_GRID_Y = 65535  # batch·heads is the grid's second dimension
-MAX_HEAD_DIM = 128  # the o accumulators and q fragments of 16 rows fill a warp's registers at 128
-DEFAULT_SHARED_OPTIN = 227 * 1024  # H100; the device's own figure is used where torch reports it
-# Registers per thread that a config's tile state (accumulators, fragments, scores) may take. Measured with
-# -Xptxas -v through NVRTC 13.5 for sm_90 over every config of the spaces at head dims 64 and 128: the forward
-# spills nothing up to 168 (170-233 registers at 104-168), 8-16 bytes at 200 with head dim 128 (FlashAttention-2's
-# 4 warps × 32 rows × 64 keys) and 80 with 64, and 400 or more beyond. With an attn_mask its index arithmetic
-# takes more: 136-160 spill 20-352 bytes, so masked calls keep to 128. The backward spills at most 64 bytes up
-# to 192 (the dQ pass's ptxas keeps 4-warp blocks near 168 registers with 8-40 bytes of spill even below that)
-# and 316-4168 above.
-STATE_REGISTERS = {"forward": 200, "forward_masked": 128, "backward": 192}
-WGMMA_HEAD_DIMS = (64, 128)  # the swizzled tiles are 64-column blocks; past 128 the accumulators overflow
-MASK_TYPES = {torch.bool: "unsigned char", torch.float32: "float", torch.float16: "kz_half",
-              torch.bfloat16: "kz_bf16"}
-
-
-def kernel_head_dim(d: int) -> int:
-    """The HEAD_DIM a call's head dim d is compiled for: the next multiple of 16 (one k16 step of the mma)."""
-    return max(16, -(-d // 16) * 16)
-
-
-def unsupported(call: Call) -> str | None:
-    """Why the cuda attention kernels cannot run ``call`` (beyond device and dtype), or None."""
-    batch, heads, _, d = call.inputs["q"].shape
-    if d % 8 or d > MAX_HEAD_DIM:
-        return (f"head dim {d}: takes multiples of 8 (rows of 16-byte chunks) up to {MAX_HEAD_DIM} (a warp's "
-                "16 rows of o accumulators and q fragments live in registers)")
-    if batch * heads > MAX_GRID_Y:
-        return f"batch·heads = {batch * heads} > {MAX_GRID_Y} (the grid's second dimension)"
-    return None
-
-
-def aligned_rows(t: torch.Tensor) -> torch.Tensor:
-    """t as the kernels read it: head dim contiguous, every row starting 16 bytes aligned (the cp.async chunks);
-    a (B, N, H, D) view as a projection gives qualifies as it is, others are copied."""
-    ok = (t.stride(-1) == 1 and t.data_ptr() % 16 == 0
-          and all(s % 8 == 0 for s, n in zip(t.stride()[:3], t.shape[:3]) if n > 1))
-    return t if ok else t.clone(memory_format=torch.contiguous_format)
-
-
-def strides(t: torch.Tensor) -> tuple[I64, I64, I64]:
-    """Batch, head and row strides in elements, as the kernels take them."""
-    return tuple(I64(s) for s in t.stride()[:3])  # type: ignore[return-value]
-
-
-def mask_args(call: Call) -> tuple[torch.Tensor | None, tuple[I64, ...], dict[str, int | str]]:
-    """The attn_mask as the kernels read it (broadcast to (B, Hq, Nq, Nk) by strides, no copy), its strides and
-    the defines that pick its element type."""
-    mask = call.inputs.get("attn_mask")
-    if mask is None:
-        return None, (I64(0),) * 4, {"MASK": 0}
-    (b, h, n_q, _), n_k = call.inputs["q"].shape, call.inputs["k"].shape[2]
-    view = mask.expand(b, h, n_q, n_k)
-    return view, tuple(I64(s) for s in view.stride()), {
-        "MASK": 1, "MASK_T": MASK_TYPES[mask.dtype], "MASK_BOOL": int(mask.dtype == torch.bool)}
-
-
-def sm90(device: torch.device) -> bool:
-    """Whether ``device`` is an sm_90 GPU (Hopper: H100, H200), the one sm_90a's wgmma code runs on."""
-    return device.type == "cuda" and torch.cuda.get_device_capability(device) == (9, 0)
-
-
-def check_wgmma_call(key: str, call: Call) -> None:
-    """Refuse a WGMMA config (either plugin's) for ``call`` where its device is a GPU other than sm_90 or its
-    kernel head dim is not one of WGMMA_HEAD_DIMS."""
-    if call.device.type == "cuda" and not sm90(call.device):
-        raise UnsupportedError(f"{key}: WGMMA runs on sm_90 (Hopper) devices only")
-    hd = kernel_head_dim(call.inputs["q"].shape[3])
-    if hd not in WGMMA_HEAD_DIMS:
-        raise UnsupportedError(f"{key}: WGMMA takes head dims {WGMMA_HEAD_DIMS}, not {hd}")
-
-
-def tma_unavailable(device: torch.device) -> str | None:
-    """Why kernels that take tensor maps (PRODUCER 2 and 3) cannot launch on ``device``, or None; asked of CUDA
-    devices only."""
-    if device.type != "cuda":
-        return None
-    ok, reason = tensor_map_launch()
-    return None if ok else reason
-
-
-def shared_limit(device: torch.device) -> int:
-    props = torch.cuda.get_device_properties(device)
-    return getattr(props, "shared_memory_per_block_optin", DEFAULT_SHARED_OPTIN)
-
-
-def row_tiles(key: str, config: Mapping[str, Any], outer: int, warps: int) -> int:
-    """The m16 row tiles per warp when ``outer`` rows are split over ``warps`` warps (16 or 32 rows each)."""
-    mt = outer // (16 * warps)
-    if mt not in (1, 2) or mt * 16 * warps != outer:
-        raise UnsupportedError(f"{key}: {config} gives {outer / warps:g} rows per warp; the kernels take 16 or 32")
-    return mt
-
-
-def check_fit(key: str, config: Mapping[str, Any], call: Call, state_words: float, budget: int, shared: int) -> None:
-    """Raise UnsupportedError unless ``config`` fits ``call``: ``state_words`` 32-bit registers of tile state per
-    thread within ``budget`` (see STATE_REGISTERS), ``shared`` bytes of shared memory within the device's."""
-    if state_words > budget:
-        raise UnsupportedError(f"{key}: {config} at head dim {kernel_head_dim(call.inputs['q'].shape[3])} keeps "
-                               f"{state_words:g} registers of tile state per thread; above {budget} ptxas spills")
-    limit = shared_limit(call.device)
-    if shared > limit:
-        raise UnsupportedError(f"{key}: {config} needs {shared} bytes of shared memory; a block has {limit}")
-
-
-def first_fitting(impl: CudaImplementation, call: Call,
-                  candidates: Iterable[Mapping[str, Any]]) -> dict[str, Any] | None:
-    """The config of the first of ``candidates`` (overrides of ``impl``'s default) that fits ``call``, or None."""
-    for overrides in candidates:
-        candidate = impl.config(overrides)
-        try:
-            impl.shared_memory(call, candidate)
-        except UnsupportedError:
-            continue
-        return candidate
-    return None
-
-
-def plan_key(call: Call, config: Mapping[str, Any]) -> tuple:
-    """What the kernels, tiles and shared memory that run ``config`` for ``call`` depend on: the config, the head
-    dim, the dtypes of the inputs and the mask, causal, the scale's sign, and the current device."""
-    q, mask = call.inputs["q"], call.inputs.get("attn_mask")
-    return (tuple(config.items()), q.shape[3], q.dtype, None if mask is None else mask.dtype, call.params["causal"],
-            call.params["scale"] > 0, torch.cuda.current_device())
-
-
-def call_defines(call: Call, config: Mapping[str, Any]) -> dict[str, Any]:
-    """``config`` plus the call's code-shaping defines: HEAD_DIM, CAUSAL, SCALE_POSITIVE and the mask's."""
-    return {**config, **mask_args(call)[2], "HEAD_DIM": kernel_head_dim(call.inputs["q"].shape[3]),
-            "CAUSAL": int(call.params["causal"]), "SCALE_POSITIVE": int(call.params["scale"] > 0)}
-
-
-class AttentionCuda(CudaImplementation):
+class AttentionCuda(FlashCuda):
     op = "attention"
     dtypes = {"cuda": (torch.float16, torch.bfloat16)}
     # BLOCK_M query rows per block over WARPS warps (16 or 32 rows each); BLOCK_N keys per tile; STAGES tiles
@@ -173,11 +58,10 @@ class AttentionCuda(CudaImplementation):
     # run while that P·V does.
     config_space = {"BLOCK_M": [64, 128, 192], "BLOCK_N": [32, 64, 128], "WARPS": [4, 8, 12], "STAGES": [2, 3],
                     "Q_REGS": [1, 0], "WGMMA": [0, 1], "PRODUCER": [0, 1, 2, 3], "OVERLAP": [0, 1]}
-    # 4 warps of 32 rows, 64-key tiles, q in registers: the fastest at head dim 64 on the H100 (1.02× FA2 at
-    # N = 4096; docs/perf/attention-cuda.md). Where it does not fit a call (its tile state at head dims past 64,
-    # or with an attn_mask), a call given it runs the first fallback that fits: q from shared memory (FA2's tiles
-    # at head dim 128, 1.01-1.03× FA2), then 8 warps of 16 rows (every call up to head dim 128, masks included:
-    # 195 registers and 102 KiB at 128, 0.75-0.84× FA2).
+    # 4 warps of 32 rows, 64-key tiles, q in registers: the fastest mma.sync config at head dim 64. Where it does
+    # not fit a call (its tile state at head dims past 64, or with an attn_mask), a call given it runs the first
+    # fallback that fits: q from shared memory (FA2's tiles, the fastest at head dim 128), then 8 warps of 16 rows
+    # (every call up to head dim 128, masks included). Figures: docs/design/flash-attention.md.
     default_config = {"BLOCK_M": 128, "BLOCK_N": 64, "WARPS": 4, "STAGES": 2, "Q_REGS": 1, "WGMMA": 0, "PRODUCER": 0,
                       "OVERLAP": 0}
     fallbacks = ({"Q_REGS": 0}, {"WARPS": 8})
@@ -191,10 +75,10 @@ class AttentionCuda(CudaImplementation):
                     {"WGMMA": 1, "WARPS": 12, "BLOCK_M": 192, "BLOCK_N": 128},
                     {"WARPS": 4, "BLOCK_N": 32, "Q_REGS": 0}, {"WARPS": 8})
     # On an sm_90 device a call given the default runs the warpgroup MMAs where they fit, before the default and
-    # its fallbacks: per kernel head dim, the fastest in the runs of 2026-11-27 (H100, B=4 H=32 N=4096: at 64
-    # one warpgroup with 128-key tiles in FlashAttention-3's order, 1.51-1.57× FA2, then without it, 1.47-1.51×;
-    # at 128 two warpgroups, a producer warpgroup's TMA copies and that order with 128-key tiles, 1.78-1.89×,
-    # then three warpgroups, 1.39-1.50×, then two), then 64-key tiles (what fits with an attn_mask at 128).
+    # its fallbacks: per kernel head dim, the fastest first (at 64 one warpgroup with 128-key tiles in
+    # FlashAttention-3's order, then without it; at 128 two warpgroups, a producer warpgroup's TMA copies and that
+    # order with 128-key tiles, then three warpgroups, then two), then 64-key tiles (what fits with an attn_mask at
+    # 128). The ranking: docs/design/flash-attention.md.
     hopper_defaults = {64: ({"WGMMA": 1, "WARPS": 4, "BLOCK_M": 64, "BLOCK_N": 128, "STAGES": 3, "PRODUCER": 2,
                              "OVERLAP": 1},
                             {"WGMMA": 1, "WARPS": 4, "BLOCK_M": 64, "BLOCK_N": 128}),
@@ -206,10 +90,6 @@ class AttentionCuda(CudaImplementation):
 
     def supports(self, call: Call) -> str | None:
         return super().supports(call) or unsupported(call)
-
-    def target(self, config: Mapping[str, Any], arch: str) -> str:
-        """sm_90a for the warpgroup-MMA configs (both plugins'), else the device's arch."""
-        return "sm_90a" if config.get("WGMMA") else arch
 
     def wgmma_shared_memory(self, call: Call, config: Mapping[str, Any]) -> dict[str, int]:
         """shared_memory() of a WGMMA config: the q tile and STAGES × (K, V) tiles, swizzled (no padding), and

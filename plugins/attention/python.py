@@ -4,10 +4,9 @@ of query rows at a time), computed in float32 whatever the input dtype."""
 from __future__ import annotations
 
 import torch
+from kernelzoo_plugins._flash.spec import attention_math
 
 from kernelzoo.registry import FLOATS, Call, Implementation
-
-from . import attention_math
 
 
 class AttentionPython(Implementation):

@@ -13,10 +13,18 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from kernelzoo_plugins._flash.spec import (
+    NEG_INF,
+    additive_mask,
+    aligned,
+    dead_rows,
+    flash_applies,
+    log_sum_exp,
+    sdpa_mask,
+    trivial_forward,
+)
 
 from kernelzoo.registry import FLOATS, Call, Implementation
-
-from . import NEG_INF, additive_mask, aligned, dead_rows, flash_applies, log_sum_exp, sdpa_mask, trivial_forward
 
 
 class AttentionTorch(Implementation):

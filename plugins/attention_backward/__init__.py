@@ -19,12 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-
-from kernelzoo.errors import ArgumentError, DeviceError, DTypeError
-from kernelzoo.registry import BadCase, Call, Case, check_same, check_tensor, randn
-from kernelzoo.tolerance import Mismatch
-
-from ..attention import (
+from kernelzoo_plugins._flash.spec import (
     AttentionSpecBase,
     CaseSpec,
     attention_backward_math,
@@ -39,6 +34,10 @@ from ..attention import (
     output_atol,
     shape_text,
 )
+
+from kernelzoo.errors import ArgumentError, DeviceError, DTypeError
+from kernelzoo.registry import BadCase, Call, Case, check_same, check_tensor, randn
+from kernelzoo.tolerance import Mismatch
 
 GRADIENT_NAMES = ("dq", "dk", "dv")
 

@@ -444,7 +444,7 @@ __device__ __forceinline__ void dkdv_pass(unsigned char* smem, DKDV_PARAMS) {
 #if SPLIT
 // --- SPLIT: pairs of warps ------------------------------------------------------------------------------------
 // With 16 keys a warp, every warp reads the whole q and dO tiles of a step as B operands of its four products:
-// 704 KiB of ldmatrix a step at 128 keys × 64 queries × head dim 128 over 8 warps (docs/perf/attention-cuda.md).
+// 704 KiB of ldmatrix a step at 128 keys × 64 queries × head dim 128 over 8 warps (docs/design/flash-attention.md).
 // SPLIT pairs the warps: warp w owns keys 32·MT·(w/2) .. (MS = 2·MT m16 tiles) and head-dim half w%2 of their dK
 // and dV (the same accumulator registers as 16 keys × the whole head dim). A warp computes Sᵀ and dPᵀ for its keys
 // × query half w%2 of the step, writes Pᵀ and dSᵀ (rounded to T, as the products take them) to shared tiles, and

@@ -14,15 +14,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
-
-from kernelzoo.backends.cuda import CudaImplementation, Kernel
-from kernelzoo.errors import UnsupportedError
-from kernelzoo.registry import Call
-
-from ..attention.cuda import (
+from kernelzoo_plugins._flash.cuda import (
     LOG2E,
     STATE_REGISTERS,
-    AttentionCuda,
+    FlashCuda,
     aligned_rows,
     call_defines,
     check_fit,
@@ -36,6 +31,11 @@ from ..attention.cuda import (
     strides,
     unsupported,
 )
+
+from kernelzoo.backends.cuda import Kernel
+from kernelzoo.errors import UnsupportedError
+from kernelzoo.registry import Call
+
 from . import gradients_like, trivial_backward
 
 DELTA_ROWS = 32  # rows per block of the delta kernel (256 threads, 8 a row)
@@ -43,7 +43,7 @@ CONVERT_CHUNKS = 256  # threads per block of the convert kernel
 WGMMA_ROWS = 64  # the query rows of a step of the WGMMA dK/dV pass: dq_accum's tiles
 
 
-class AttentionBackwardCuda(CudaImplementation):
+class AttentionBackwardCuda(FlashCuda):
     op = "attention_backward"
     dtypes = {"cuda": (torch.float16, torch.bfloat16)}
     # BLOCK_OUTER: the keys (dK/dV pass) or query rows (dQ pass) a block owns, over WARPS warps of 16 or 32;
@@ -58,30 +58,26 @@ class AttentionBackwardCuda(CudaImplementation):
                     "DQ": ["pass", "atomic"], "SPLIT": [0, 1], "WGMMA": [0, 1]}
     # 8 warps of 16 rows, 64-row steps: at head dim 128 the dK/dV pass with atomic dQ takes 255 registers and
     # 157 KiB (no spill; 24 bytes with an additive attn_mask; -Xptxas -v, NVRTC 13.5, sm_90), 170-219 at 64;
-    # valid for every head dim up to 128. On the H100 (B=4 H=32 N=4096, 2026-11-26) it ran 0.83-0.90× FA2's
-    # backward, against 0.70-0.78× for the 32-row steps that were the default before (docs/perf/attention-cuda.md).
+    # valid for every head dim up to 128, and faster than 32-row steps (docs/design/flash-attention.md).
     # DQ "atomic": 5 products for 7. A call given it runs hopper_defaults or head_dim_defaults (below) where they
     # fit.
     default_config = {"BLOCK_OUTER": 128, "BLOCK_INNER": 64, "WARPS": 8, "STAGES": 2, "DQ": "atomic", "SPLIT": 0,
                       "WGMMA": 0}
     # The warpgroup MMAs at both widths (hopper_defaults); dQ by its own pass, so that a short search times both
-    # strategies; and 4 warps of 32 rows with 32-row steps, the fastest mma.sync config at head dim 64 (1.00-1.07×
-    # FA2), where its tile state fits
+    # strategies; and 4 warps of 32 rows with 32-row steps, the fastest mma.sync config at head dim 64, where its
+    # tile state fits
     tuning_seeds = ({"WGMMA": 1, "STAGES": 3}, {"WGMMA": 1, "WARPS": 4, "BLOCK_OUTER": 64, "STAGES": 3},
                     {"DQ": "pass"}, {"WARPS": 4, "BLOCK_INNER": 32}, {"SPLIT": 1})
     # A call given the default runs, where it fits, what the tuner chose at every shipped key of its kernel head
-    # dim (H100, B=4 and 1, H=32, N 1024-16384, causal and not, 2026-11-27: 12 of 12 keys): 4 warps of 32 rows
-    # with 32-row steps at 64 (1.03-1.17× FA2 at N ≤ 4096), pairs of warps (SPLIT 1) at 128; else the default.
+    # dim: 4 warps of 32 rows with 32-row steps at 64, pairs of warps (SPLIT 1) at 128; else the default.
     head_dim_defaults = {64: {"WARPS": 4, "BLOCK_INNER": 32}, 128: {"SPLIT": 1}}
-    # Before those, on an sm_90 device: the warpgroup MMAs with 3 stages, one warpgroup of 64 keys at 64 (342 and
-    # 309 TFLOP/s, 1.27× and 1.35× FA2, at B=4 H=32 N=4096, causal and not; H100, 2026-11-27), two at 128 (421
-    # and 374, 1.42× both); docs/perf/attention-cuda.md.
+    # Before those, on an sm_90 device: the warpgroup MMAs with 3 stages, one warpgroup of 64 keys at 64, two at
+    # 128, the fastest there (docs/design/flash-attention.md).
     hopper_defaults = {64: {"WGMMA": 1, "WARPS": 4, "BLOCK_OUTER": 64, "STAGES": 3}, 128: {"WGMMA": 1, "STAGES": 3}}
 
     def supports(self, call: Call) -> str | None:
         return super().supports(call) or unsupported(call)
 
-    target = AttentionCuda.target
 
     def defines(self, dtype: torch.dtype, config: Mapping[str, Any]) -> dict[str, int | float | str]:
         # DQ picks the kernels to launch, not their code: both strategies share one module

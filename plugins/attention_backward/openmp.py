@@ -1,20 +1,20 @@
-"""The attention backward in OpenMP C (../attention/openmp.c, the forward's library), float32: per
+"""The attention backward in OpenMP C (../_flash/openmp.c, the forward's library), float32: per
 key block dK and dV (and dQ, fused) from P recomputed from lse."""
 
 from __future__ import annotations
 
 import torch
+from kernelzoo_plugins._flash.openmp import CDEF, CONFIG_SPACE, NULL, SOURCE, dims, mask_view, rows_contiguous
 
 from kernelzoo.backends.openmp import OpenMPImplementation, ptr, thread_counts
 from kernelzoo.registry import Call
 
-from ..attention.openmp import CDEF, CONFIG_SPACE, NULL, dims, mask_view, rows_contiguous
 from . import gradients_like, trivial_backward
 
 
 class AttentionBackwardOpenMP(OpenMPImplementation):
     op = "attention_backward"
-    sources = ("../attention/openmp.c",)
+    sources = (SOURCE,)
     cdef = CDEF
     # fused: dQ in the dK/dV tasks, one per (batch, kv head): 5 products per block pair instead of 7,
     # but no more parallel tasks than kv heads (openmp.c)

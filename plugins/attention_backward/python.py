@@ -5,10 +5,9 @@ dS = P∘(dP − rowsum(dO∘O)), dQ = dS·K·scale, dK = dSᵀ·Q·scale, dV = 
 from __future__ import annotations
 
 import torch
+from kernelzoo_plugins._flash.spec import attention_backward_math
 
 from kernelzoo.registry import FLOATS, Call, Implementation
-
-from ..attention import attention_backward_math
 
 
 class AttentionBackwardPython(Implementation):

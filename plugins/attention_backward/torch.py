@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from kernelzoo_plugins._flash.spec import NEG_INF, additive_mask, aligned, flash_applies, sdpa_mask
 
 from kernelzoo.registry import FLOATS, Call, Implementation
 
-from ..attention import NEG_INF, additive_mask, aligned, flash_applies, sdpa_mask
 from . import trivial_backward
 
 

@@ -20,12 +20,7 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from triton.tools.tensor_descriptor import TensorDescriptor
-
-from kernelzoo.backends.triton import TritonImplementation, interpreting
-from kernelzoo.registry import Call
-
-from ..attention.triton import (
+from kernelzoo_plugins._flash.triton import (
     LOG2E,
     MAX_GRID_Y,
     apply_mask,
@@ -40,6 +35,11 @@ from ..attention.triton import (
     rows_contiguous,
     store_tile,
 )
+from triton.tools.tensor_descriptor import TensorDescriptor
+
+from kernelzoo.backends.triton import TritonImplementation, interpreting
+from kernelzoo.registry import Call
+
 from . import gradients_like, trivial_backward
 
 
@@ -167,9 +167,9 @@ def _attention_dkdv(Q, K, V, MASK, DO, LSE, DELTA, DK, DV, DQ_ACC, Q_DESC, K_DES
         lo = 0
         mid = 0
     tail = tl.maximum(mid, full)
-    # Each phase is a counted loop (over i, not over start_m from a run-time start): on the H100 the causal
-    # pass ran 14-22 % faster so (Triton 3.6). Non-causal, the blocks descend: as fast as the loop over start_m,
-    # where ascending in a counted loop ran 2-8 % slower (docs/perf/attention-triton.md).
+    # Each phase is a counted loop (over i, not over start_m from a run-time start): causal programs walk up, so
+    # that every program of a head reads the same query block at once (through L2); non-causal ones walk down,
+    # which the same measurement found faster for them (docs/design/flash-attention.md).
     for g in range(group):
         h32 = hk32 * group + g
         h = h32.to(tl.int64)
@@ -304,14 +304,13 @@ class AttentionBackwardTriton(TritonImplementation):
     # share added by the dK/dV pass into float32 rows (5 products, order of the additions unspecified)
     config_space = {"BLOCK_OUTER": [64, 128], "BLOCK_INNER": [32, 64], "num_warps": [4, 8],
                     "num_stages": [1, 2, 3, 4], "DQ": ["pass", "atomic"]}
-    # the winner of `kernelzoo tune` on all six float16 D=64 keys (H200, Triton 3.6, 2026-11-21); it also ran
-    # D=128 at 1.33-1.59x the previous default (128, 32, 8, 2) through the nearest-bucket lookup
+    # the tuner's winner at the float16 D = 64 keys, and faster than large_tile_default at D = 128 too
     default_config = {"BLOCK_OUTER": 128, "BLOCK_INNER": 64, "num_warps": 8, "num_stages": 3, "DQ": "pass"}
     # The default above overflows shared memory with float32 tiles (twice the bytes) at D >= 80 or with a
-    # mask, and with half ones at D = 256 (H200, 2026-11-22). Such a call given the default runs the previous
+    # mask, and with half ones at D = 256. Such a call given the default runs the previous
     # default, which fits them all.
     large_tile_default = {"BLOCK_OUTER": 128, "BLOCK_INNER": 32, "num_warps": 8, "num_stages": 2, "DQ": "pass"}
-    # the fastest configs of the H100 study (docs/perf/attention-triton.md): 64/64 over 4 warps at every
+    # the fastest configs of a sweep (docs/design/flash-attention.md): 64/64 over 4 warps at every
     # non-causal shape and, with atomic dQ, at causal D = 64; 64/32 over 3 stages at causal N = 4096
     tuning_seeds = ({"BLOCK_OUTER": 64, "num_warps": 4, "num_stages": 2},
                     {"BLOCK_OUTER": 64, "num_warps": 4, "num_stages": 2, "DQ": "atomic"},

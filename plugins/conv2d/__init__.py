@@ -168,8 +168,8 @@ class Conv2d(Op):
     )
     # stride, padding and dilation: an int or a (height, width) pair
     schema_types = {"stride": "int[2]", "padding": "int[2]", "dilation": "int[2]"}
-    # Untuned on the CPU, torch (oneDNN) first: 1.22-1.45x openmp at the three 3x3 float32 shapes on a 2-core Xeon
-    # (openmp 1.39x at the 1x1; docs/perf/conv2d.md). On a GPU Triton stays first (0.97-2.21x cuDNN in fp16)
+    # Untuned on the CPU, torch (oneDNN) first: ahead of openmp at the 3x3 shapes, behind it at the 1x1
+    # (docs/perf/conv2d.md). On a GPU Triton stays first: at or above cuDNN at ResNet's shapes (docs/design/conv.md)
     default_order = {"cpu": ("torch",)}
     # (N, C, H, W, K, R, S, stride, padding): ResNet-50's convolutions at batch 32 on the GPU
     shapes = {

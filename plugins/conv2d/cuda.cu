@@ -1,8 +1,8 @@
-// conv2d on the shared GEMM core (../linear/gemm.cuh): D = w (K × R·S·Cp) · im2col, gathered on the fly
+// conv2d on the shared GEMM core (../_gemm/gemm.cuh): D = w (K × R·S·Cp) · im2col, gathered on the fly
 // from a channels-last copy of x (conv.cuh), written straight to NCHW with the bias. A 1×1 convolution
 // with stride 1 and no padding is a plain GEMM per image on NCHW: out[n] (K × H·W) = w (K × C) · x[n].
-#include "../linear/gemm.cuh"
-#include "conv.cuh"
+#include "../_gemm/gemm.cuh"
+#include "../_gemm/conv.cuh"
 
 extern "C" __global__ void __launch_bounds__(THREADS)
     conv2d_forward(const T* w, const T* x, T* out, const T* bias, int K, int Q, int Cp, int H, int W, int OH, int OW,

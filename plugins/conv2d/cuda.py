@@ -11,7 +11,7 @@ base of conv2d's and conv2d_backward's cuda plugins: those layout copies.
 from __future__ import annotations
 
 import torch
-from kernelzoo_plugins.linear.cuda import MAX_GRID_Z, GemmCudaImplementation, aligned
+from kernelzoo_plugins._gemm.cuda import MAX_GRID_Z, GemmCudaImplementation, aligned
 
 from kernelzoo.errors import UnsupportedError
 from kernelzoo.registry import Call

@@ -2,7 +2,7 @@
 // im2col(x[n]) (C·R·S × OH·OW), plus the bias per row. The im2col matrix is never built: packing gathers
 // its panels from x (IM2COL), one image row at a time. A 1×1 convolution with stride 1 and no padding
 // reads x[n] (C × H·W) as a plain matrix.
-#include "../linear/gemm_openmp.h"
+#include "../_gemm/gemm_openmp.h"
 
 int conv2d(const float *x, const float *w, const float *bias, float *out, i64 n, i64 c, i64 h, i64 wd, i64 k,
            i64 r, i64 s, i64 oh, i64 ow, i64 sh, i64 sw, i64 ph, i64 pw, i64 dh, i64 dw, i64 mc, i64 nc, i64 kc,

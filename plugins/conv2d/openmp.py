@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import torch
-from kernelzoo_plugins.linear.openmp import GemmOpenMPImplementation, optional
+from kernelzoo_plugins._gemm.openmp import GemmOpenMPImplementation, optional
 
 from kernelzoo.backends.openmp import ptr
 from kernelzoo.registry import Call

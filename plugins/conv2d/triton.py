@@ -7,7 +7,7 @@ takes BLOCK_K of the S·C pairs (s, c) of one kernel row instead, so that 7×7 t
 in 7 steps of 32, not 49 steps of 16 mostly zero. x and the output are read and written through their
 strides; the wrapper makes x channels-last first (config channels_last: tiles then load C-contiguous)
 with one pass of transpose_kernel (torch's permuted copies took about as long as the convolution itself
-at ResNet's shapes: see docs/perf/conv2d-study.md), and the weight R×S×C×K (its tiles K-contiguous). With
+at ResNet's shapes: see docs/design/conv.md), and the weight R×S×C×K (its tiles K-contiguous). With
 TRANSPOSED the same kernel computes the input gradient (conv2d_backward): rows are input pixels, the
 source is the output gradient at oh = (ih + ph − r·dh) / sh where that divides exactly, and the weight
 is read R×S×K×C.
@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from kernelzoo_plugins.linear.triton import check_fits
+from kernelzoo_plugins._gemm.triton import check_fits
 
 from kernelzoo.backends.triton import TritonImplementation, launcher
 from kernelzoo.registry import Call

@@ -59,10 +59,9 @@ class Conv2dBackward(Op):
     outputs = 3  # grad_x, grad_weight and, with bias, grad_bias
     # stride, padding and dilation: an int or a (height, width) pair
     schema_types = {"stride": "int[2]", "padding": "int[2]", "dilation": "int[2]"}
-    # Untuned on the CPU, torch first: 1.2-1.5x openmp at all four float32 shapes on a 2-core Xeon
-    # (docs/perf/conv2d_backward.md, 2026-11-26 after the GEMM core's changes of that day). On a GPU torch (cuDNN),
-    # then cuda: tuned, bfloat16, on the H100 torch ran 1.6-6.0x the cuda plugin and 3.2-6.6x the Triton one at all
-    # six shapes (docs/perf/conv2d_backward.md, 2026-11-22)
+    # Untuned on the CPU, torch first: ahead of openmp at every benchmark shape. On a GPU torch (cuDNN), then cuda:
+    # tuned, torch ran ahead of both at every shape, cuda ahead of Triton (docs/perf/conv2d_backward.md,
+    # docs/design/conv.md)
     default_order = {"cpu": ("torch",), "cuda": ("torch", "cuda")}
     shapes = Conv2d.shapes
 

@@ -1,12 +1,12 @@
-// conv2d's gradients on the shared GEMM core (../linear/gemm.cuh), from channels-last copies with
+// conv2d's gradients on the shared GEMM core (../_gemm/gemm.cuh), from channels-last copies with
 // channels zero-padded to multiples of VEC (conv.cuh's transpose_pad): dy_t [N][OH][OW][Kp] of the
 // output gradient, x_t [N][H][W][Cp] of x, and the weight as [C][R][S][Kp].
 //   grad_x: conv.cuh's ConvGemm<true> (a transposed convolution), written NCHW
 //   grad_w: Wgrad below, split over the reduction (blockIdx.z), float32 partials reduced by wgrad_reduce
-//   grad_b: column sums of dy_t (../linear_backward/column_sums.cuh)
-#include "../linear/gemm.cuh"
-#include "../conv2d/conv.cuh"
-#include "../linear_backward/column_sums.cuh"
+//   grad_b: column sums of dy_t (../_gemm/column_sums.cuh)
+#include "../_gemm/gemm.cuh"
+#include "../_gemm/conv.cuh"
+#include "../_gemm/column_sums.cuh"
 
 extern "C" __global__ void __launch_bounds__(THREADS)
     conv2d_grad_x(const T* w_t, const T* dy_t, T* dx, int C, int Q, int Kp, int OH, int OW, int H, int W, int R,

@@ -12,11 +12,10 @@
 // panels straight from x and runs the micro-kernel over all of g's panels, adding every image into its own
 // columns of grad_w in image order (deterministic, no write shared between threads). On the shared gemm (its
 // IM2ROW gather) each X element cost a tap lookup and four bounds checks, packing took as long as the
-// multiply-adds (22% and 21% of the samples at 4x64x56x56 3x3), and each of the 8 column slices packed g
-// again per image. On 2 cores (2026-11-22) grad_w alone went from 12.2 to 7.7-8.0 ms at 4x64x56x56 3x3
-// (conv2d forward: 7.9 ms, grad_x 8.1 ms) and from 15.7 to 11.5 ms at 8x256x14x14 3x3.
+// multiply-adds, and each of the 8 column slices packed g again per image; this driver brings grad_w to the
+// forward's speed (docs/design/conv.md).
 #include "../_openmp/parallel.h"
-#include "../linear/gemm_openmp.h"
+#include "../_gemm/gemm_openmp.h"
 
 enum { G_C, G_H, G_W, G_R, G_S, G_OH, G_OW, G_SH, G_SW, G_PH, G_PW, G_DH, G_DW, G_FIELDS };
 

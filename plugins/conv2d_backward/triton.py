@@ -14,10 +14,9 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+from kernelzoo_plugins._gemm.triton import channel_sums, check_fits
 from kernelzoo_plugins.conv2d import ConvShape, batched, conv_shape
 from kernelzoo_plugins.conv2d.triton import ConvTritonImplementation, channels_last, conv, weight_rsck
-from kernelzoo_plugins.linear.triton import check_fits
-from kernelzoo_plugins.linear_backward.triton import channel_sums
 
 from kernelzoo.backends.triton import launcher
 from kernelzoo.registry import Call
@@ -34,7 +33,7 @@ def wgrad_kernel(g_ptr, x_ptr, ws_ptr, NPIX, C, H, W, K, OH, OW, S, COLS, sh, sw
     # ws[split, k, j] = Σ over the split's output pixels (n, oh, ow) of g[n, k, oh, ow] · x[n, c, ih, iw] for the
     # columns j = (r·S + s)·C + c (COLS = R·S·C of them), ih = oh·sh − ph + r·dh, iw = ow·sw − pw + s·dw (zero
     # outside x): one GEMM over every tap, so a tile of BLOCK_N columns spans taps when C is small. (Gathering
-    # per pixel where a tile's columns share one tap measured slower on the H100: docs/perf/conv2d-study.md.)
+    # per pixel where a tile's columns share one tap measured slower: docs/design/conv.md.)
     tiles_n = tl.cdiv(COLS, BLOCK_N)
     pid_m = tl.program_id(0) // tiles_n
     pid_n = tl.program_id(0) % tiles_n

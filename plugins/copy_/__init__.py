@@ -98,9 +98,8 @@ class Copy(BinaryOp):
     reference, verification and cases are its own."""
 
     name = "copy_"
-    # Untuned on the CPU, torch first: openmp ran 0.87-0.98x torch at 2048x2048 and 0.57-0.77x at 512x512 float32
-    # (2-core Xeon, three runs of 2026-11-26; docs/perf/copy_.md): a memory-bound pass that torch runs as fast,
-    # behind less Python. On a GPU the global order stands.
+    # Untuned on the CPU, torch first: a memory-bound pass that torch runs as fast, behind less Python
+    # (docs/perf/copy_.md, docs/design/elementwise.md). On a GPU the global order stands.
     default_order = {"cpu": ("torch",)}
     operands = ("dst", "src")
     inplace = ("dst",)

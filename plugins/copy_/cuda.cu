@@ -14,7 +14,7 @@
 
 template <int PACK>
 __device__ __forceinline__ void copy_packs(T* __restrict__ dst, const T* __restrict__ src, long long n) {
-    typedef typename Bits<PACK * sizeof(T)>::type B;
+    typedef typename RawOf<PACK * sizeof(T)>::type B;
     const B* sb = reinterpret_cast<const B*>(src);
     B* db = reinterpret_cast<B*>(dst);
     const long long packs = n / PACK;

@@ -4,7 +4,7 @@ strided kernel over the merged layout (dst's dimensions in its memory order, src
 from __future__ import annotations
 
 import torch
-from kernelzoo_plugins.add.cuda import dim_args
+from kernelzoo_plugins._elementwise.cuda import dim_args, grid_of
 
 from kernelzoo.backends.cuda import I64, CudaImplementation
 from kernelzoo.elementwise import Layout
@@ -31,9 +31,8 @@ class CopyCuda(CudaImplementation):
         if plan.contiguous:
             aligned = dst.data_ptr() % 16 == 0 and src.data_ptr() % 16 == 0
             pack = 16 // dst.element_size() if aligned else 1
-            grid = max(1, -(-(n // pack) // per_block))  # one block at least: it does the n % pack tail
             self.kernel("copy_vec" if aligned else "copy_scalar", dst.dtype, config)(
-                dst, src, I64(n), grid=grid, block=threads)
+                dst, src, I64(n), grid=grid_of(n, pack, per_block), block=threads)
             return
         # dim_args gives operand a's strides (dst's) first, then b's (src's): the kernels' order
         kernel = self.kernel("copy_strided64" if n >= 2**31 else "copy_strided32", dst.dtype, config)

@@ -152,8 +152,8 @@ class CrossEntropy(Op):
         backward=lambda saved, grad: {"logits": ops.cross_entropy_backward(grad, saved["logits"], saved["target"],
                                                                       saved["lse"], **saved["params"])},
     )
-    # Untuned on a GPU, the cuda plugin first: tuned, it ran 1.02-1.08x the Triton plugin at all three float32
-    # shapes on the H100 (docs/perf/cross_entropy.md, 2026-11-22)
+    # Untuned on a GPU, the cuda plugin first: tuned, it ran ahead of the Triton plugin at every benchmark shape
+    # (docs/perf/cross_entropy.md)
     default_order = {"cuda": ("cuda",)}
     # (rows, C): language-model heads (GPT-2's 50257, Llama 3's 128256, Llama 2's 32000 classes)
     shapes = {"cuda": [(8192, 50257), (4096, 128256), (16384, 32000)],

@@ -4,14 +4,13 @@ loads from each row's first 16-byte boundary; a one-block kernel reduces the row
 from __future__ import annotations
 
 import torch
+from kernelzoo_plugins._rows.cuda import MAX_COLS
 
 from kernelzoo.backends.cuda import I64, CudaImplementation
 from kernelzoo.errors import UnsupportedError
 from kernelzoo.registry import Call
 
 from . import as_rows
-
-_MAX_COLS = 1 << 30  # element offsets within a row are 32-bit, with a tile of headroom
 
 
 class CrossEntropyCuda(CudaImplementation):
@@ -25,8 +24,8 @@ class CrossEntropyCuda(CudaImplementation):
         x2d = as_rows(call.inputs["logits"])  # (rows, c), class stride 1
         t = target.reshape(-1).contiguous()
         rows, classes = x2d.shape
-        if classes > _MAX_COLS or rows >= 1 << 31:
-            raise UnsupportedError(f"cross_entropy/cuda: up to {_MAX_COLS} classes and fewer than 2^31 rows, got "
+        if classes > MAX_COLS or rows >= 1 << 31:
+            raise UnsupportedError(f"cross_entropy/cuda: up to {MAX_COLS} classes and fewer than 2^31 rows, got "
                                    f"{rows} x {classes}")
         none = p["reduction"] == "none"
         loss = call.empty((rows,)) if none else torch.empty(rows, dtype=torch.float32, device=x2d.device)

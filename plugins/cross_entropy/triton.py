@@ -6,11 +6,10 @@ row's loss; for "mean" and "sum" a second, one-program kernel adds the rows' los
 
 from __future__ import annotations
 
-import functools
-
 import torch
 import triton
 import triton.language as tl
+from kernelzoo_plugins._rows.triton import tile
 
 from kernelzoo.backends.triton import TritonImplementation, launcher
 from kernelzoo.registry import Call
@@ -65,22 +64,6 @@ def _ce_reduce_kernel(loss_ptr, t_ptr, out_ptr, rows, ignore_index, MEAN: tl.con
     if MEAN:
         total = total / tl.sum(count, axis=0)
     tl.store(out_ptr, total.to(out_ptr.dtype.element_ty))
-
-
-@functools.cache
-def programs_in_flight(device: torch.device) -> int:
-    """About as many programs as the GPU runs at once (4 per SM); 16 under the interpreter."""
-    if device.type != "cuda":
-        return 16
-    return 4 * torch.cuda.get_device_properties(device).multi_processor_count
-
-
-def tile(rows: int, c: int, block: int, device: torch.device) -> tuple[int, int]:
-    """(ROWS, COLS): COLS-wide steps over the classes, whole rows per program while BLOCK holds them, but no
-    fewer programs than the GPU runs at once where the rows allow."""
-    cols = min(block, triton.next_power_of_2(c))
-    share = max(1, triton.cdiv(rows, programs_in_flight(device)))
-    return min(block // cols, triton.next_power_of_2(share)), cols
 
 
 class CrossEntropyTriton(TritonImplementation):

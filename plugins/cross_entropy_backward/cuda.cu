@@ -17,11 +17,7 @@
 #define THREADS 512
 #endif
 
-constexpr int PACK = 16 / (int)sizeof(T) < ITEMS ? 16 / (int)sizeof(T) : ITEMS;
-static_assert(ITEMS % PACK == 0, "ITEMS must be a power of two");
-
-// Pack<V>: V elements of T as one access
-#include "../_cuda/pack.cuh"
+#include "../_cuda/row_packs.cuh"
 
 struct Grad {  // one row's formula
   float lse, scale, spread, hit;  // hit = 1 - smoothing, at the target's column

@@ -4,6 +4,7 @@ from each row's first 16-byte boundary; the count of a mean taken on the device 
 from __future__ import annotations
 
 import torch
+from kernelzoo_plugins._rows.cuda import MAX_COLS
 from kernelzoo_plugins.cross_entropy import REDUCTIONS, from_rows
 
 from kernelzoo.backends.cuda import I64, CudaImplementation
@@ -11,8 +12,6 @@ from kernelzoo.errors import UnsupportedError
 from kernelzoo.registry import Call
 
 from . import rows_of
-
-_MAX_COLS = 1 << 30  # element offsets within a row are 32-bit, with a tile of headroom
 
 
 class CrossEntropyBackwardCuda(CudaImplementation):
@@ -25,8 +24,8 @@ class CrossEntropyBackwardCuda(CudaImplementation):
         x2d, target, lse = rows_of(call)
         p = call.params
         rows, classes = x2d.shape
-        if classes > _MAX_COLS or rows >= 1 << 31:
-            raise UnsupportedError(f"cross_entropy_backward/cuda: up to {_MAX_COLS} classes and fewer than 2^31 "
+        if classes > MAX_COLS or rows >= 1 << 31:
+            raise UnsupportedError(f"cross_entropy_backward/cuda: up to {MAX_COLS} classes and fewer than 2^31 "
                                    f"rows, got {rows} x {classes}")
         out = call.empty((rows, classes))
         grad = call.inputs["grad_loss"].reshape(-1).contiguous()

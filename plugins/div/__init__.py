@@ -18,9 +18,8 @@ class Div(BinaryOp):
     """div(a, b): a / b with broadcasting, as torch.div (true division)."""
 
     name = "div"
-    # Untuned on the CPU, torch first: openmp ran 0.89-0.95x torch at 2048x2048 and 0.55-0.67x at 512x512 float32
-    # (2-core Xeon, three runs of 2026-11-26; docs/perf/div.md): a memory-bound pass that torch runs as fast,
-    # behind less Python. On a GPU the global order stands.
+    # Untuned on the CPU, torch first: a memory-bound pass that torch runs as fast, behind less Python
+    # (docs/perf/div.md, docs/design/elementwise.md). On a GPU the global order stands.
     default_order = {"cpu": ("torch",)}
 
     def formula(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kernelzoo_plugins.mul.cuda import BinaryCuda
+from kernelzoo_plugins._elementwise.cuda import BinaryCuda
 
 
 class DivCuda(BinaryCuda):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kernelzoo_plugins.mul.openmp import BinaryOpenMP, binary_cdef
+from kernelzoo_plugins._elementwise.openmp import BinaryOpenMP, binary_cdef
 
 
 class DivOpenMP(BinaryOpenMP):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 import numpy as np
-from kernelzoo_plugins.exp.cuda import UnaryCuda
+from kernelzoo_plugins._elementwise.cuda import UnaryCuda
 
 from kernelzoo.registry import Call
 

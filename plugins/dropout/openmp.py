@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from kernelzoo_plugins.exp.openmp import UnaryOpenMP
+from kernelzoo_plugins._elementwise.openmp import UnaryOpenMP
 
 from kernelzoo.registry import Call
 

@@ -9,10 +9,7 @@
 
 constexpr int PACK = 16 / (int)sizeof(T);
 
-template <int BYTES> struct RawOf;
-template <> struct RawOf<2> { typedef unsigned short type; };
-template <> struct RawOf<4> { typedef unsigned int type; };
-template <> struct RawOf<16> { typedef uint4 type; };
+#include "../_cuda/pack.cuh"
 
 template <int V>
 __device__ __forceinline__ void emb_gather(const T* __restrict__ w, const long long* __restrict__ idx64,

@@ -34,9 +34,8 @@ class Exp(UnaryOp):
     """exp(x): eˣ elementwise, as torch.exp."""
 
     name = "exp"
-    # Untuned on the CPU, torch first: openmp ran 0.94-0.95x torch at 2048x2048 and 0.75-0.81x at 512x512 float32
-    # (2-core Xeon, three runs of 2026-11-26; docs/perf/exp.md): as fast per element where the data is large, behind
-    # more Python per call. On a GPU the global order stands.
+    # Untuned on the CPU, torch first: as fast per element where the data is large, behind more Python per call
+    # (docs/perf/exp.md, docs/design/elementwise.md). On a GPU the global order stands.
     default_order = {"cpu": ("torch",)}
 
     def cases(self) -> list[Case]:

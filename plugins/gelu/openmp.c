@@ -1,6 +1,6 @@
 // gelu over a contiguous float array, one parallel loop per formula, on ../_elementwise/vector_math.h's
-// exp and erfc, which gcc vectorises (glibc's erff and tanhf are scalar calls: 2048 x 2048 took 13.8 ms
-// with erff and 35 ms with tanhf on 2 cores of an Intel Xeon, against torch's 11.2 and 3.4).
+// exp and erfc, which gcc vectorises (glibc's erff and tanhf are scalar calls, several times slower;
+// docs/design/elementwise.md).
 //   erf:  0.5 x (1 + erf(x/√2)) = 0.5 x erfc(-x/√2): the left tail keeps its digits instead of
 //         cancelling in 1 + erf.
 //   tanh: 0.5 x (1 + tanh(u)) with e = exp(-2|u|), r = 1 / (1 + e): (1 + tanh u) / 2 = r for u >= 0

@@ -3,7 +3,7 @@ with both formulas; the call's approximate picks the entry points (its kernel_na
 
 from __future__ import annotations
 
-from kernelzoo_plugins.mul.cuda import BinaryCuda
+from kernelzoo_plugins._elementwise.cuda import BinaryCuda
 
 
 class GeluBackwardCuda(BinaryCuda):

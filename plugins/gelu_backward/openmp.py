@@ -3,7 +3,7 @@ with both formulas; the call's approximate picks the functions (its kernel_name)
 
 from __future__ import annotations
 
-from kernelzoo_plugins.mul.openmp import BinaryOpenMP, binary_cdef
+from kernelzoo_plugins._elementwise.openmp import BinaryOpenMP, binary_cdef
 
 
 class GeluBackwardOpenMP(BinaryOpenMP):

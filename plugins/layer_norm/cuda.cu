@@ -6,16 +6,14 @@
 //   8192 x 8192 fp32 is 537 MB, 0.179 ms at 3.0 TB/s). The mean, then the variance of the deviations held
 //   in registers (two-pass: exact, no cancellation), each a shuffle (and shared-memory) reduction. A warp or
 //   block takes one row (a grid of every row) or walks several (a grid of a few blocks per SM); with PREFETCH
-//   it loads its next row before this row's sums (H100, 4096 x 1024 fp32: the best config 72 -> 79 % of the
-//   floor; docs/perf/layer_norm-study.md, change 16).
+//   it loads its next row before this row's sums, which wins at short rows (docs/design/rows.md).
 // ln_cluster (sm_90): a row of up to CLUSTER * THREADS * ITEMS elements split over a cluster of CLUSTER
 //   blocks, each holding its THREADS * ITEMS columns in registers as ln_fits does; each block's count, mean
 //   and squared deviations meet once in distributed shared memory (Chan's combination). x still read once:
 //   1024 x 65536 fp32 is 256 KiB a row, more than one block holds, and ln_looped's second read misses L2
 //   there (rows in flight x 256 KiB > L2).
-//   A cluster per row: persistent clusters loading the next row during this row's sums measured slower
-//   (H100, 1024 x 65536 fp32: 63 % of the floor against 75 %), and so did persistent clusters streaming the
-//   rows through shared memory by bulk copies (64-77 % against 79-80 %; docs/perf/layer_norm-study.md).
+//   A cluster per row: persistent clusters loading the next row during this row's sums measured slower, and
+//   so did persistent clusters streaming the rows through shared memory by bulk copies (docs/design/rows.md).
 // ln_looped: a longer row by one block, twice: shifted sums s1 = sum(x - K), s2 = sum((x - K)^2) with
 //   K = x[0] (one pass, and no cancellation when the mean is far from 0), then y; the second read mostly
 //   hits L2.
@@ -32,35 +30,7 @@
 #define PREFETCH 0
 #endif
 
-constexpr int PACK = 16 / (int)sizeof(T) < ITEMS ? 16 / (int)sizeof(T) : ITEMS;
-static_assert(ITEMS % PACK == 0, "ITEMS must be a power of two");
-
-// Pack<V>: V elements of T as one access
-#include "../_cuda/pack.cuh"
-
-// v[0..V) = p[i..i+V) as float, or `fill` when i >= end (V divides end - i when V > 1).
-template <int V>
-__device__ __forceinline__ void load_pack(const T* __restrict__ p, int i, int end, float* v, float fill) {
-  if (i < end) {
-    Pack<V> k;
-    k.raw = *reinterpret_cast<const typename Pack<V>::Raw*>(p + i);
-#pragma unroll
-    for (int e = 0; e < V; ++e) v[e] = kz_to_float(k.v[e]);
-  } else {
-#pragma unroll
-    for (int e = 0; e < V; ++e) v[e] = fill;
-  }
-}
-
-template <int V>
-__device__ __forceinline__ void store_pack(T* __restrict__ p, int i, int end, const float* v) {
-  if (i < end) {
-    Pack<V> k;
-#pragma unroll
-    for (int e = 0; e < V; ++e) k.v[e] = kz_from_float<T>(v[e]);
-    *reinterpret_cast<typename Pack<V>::Raw*>(p + i) = k.raw;
-  }
-}
+#include "../_cuda/row_packs.cuh"
 
 #include "../_cuda/row_sums.cuh"
 

@@ -5,46 +5,16 @@ times that holds it; else a looped kernel (shifted sums, then a second pass)."""
 
 from __future__ import annotations
 
-import functools
 import math
 
 import torch
+from kernelzoo_plugins._rows.cuda import MAX_COLS, row_cluster, sm_count, vector_ok
 
 from kernelzoo.backends.cuda import I64, CudaImplementation
 from kernelzoo.errors import UnsupportedError
 from kernelzoo.registry import Call
 
 from . import as_rows, stats_shape
-
-_MAX_COLS = 1 << 30  # element offsets within a row are 32-bit, with a tile of headroom
-
-
-@functools.cache
-def has_clusters(device: torch.device) -> bool:
-    """Whether the GPU runs thread-block clusters (sm_90 on): the cluster kernels exist only there."""
-    return torch.cuda.get_device_capability(device) >= (9, 0)
-
-
-@functools.cache
-def sm_count(device: torch.device) -> int:
-    return torch.cuda.get_device_properties(device).multi_processor_count
-
-
-def row_cluster(n: int, per_block: int, most: int, device: torch.device) -> int:
-    """The blocks of a cluster that holds a row of n at per_block elements a block: the fewest, a power of two
-    (blocks beyond the row's end would only wait at its barriers; H100, 8192 x 8192 fp32, blocks of 4096:
-    28 % of the floor over clusters of 8, 82 % over clusters of 2). 0 where more than ``most`` would be
-    needed or the GPU runs no clusters."""
-    if n > per_block * most or not has_clusters(device):
-        return 0
-    return 1 << max(0, (n - 1) // per_block).bit_length()
-
-
-def vector_ok(pack: int, n: int, row_strides: tuple[int, ...], rows: int, *tensors: torch.Tensor | None) -> bool:
-    """Whether 16-byte accesses of ``pack`` elements fit: n and every row stride multiples of it (a single
-    row needs no stride), every pointer 16-byte aligned."""
-    return pack > 1 and n % pack == 0 and all(s % pack == 0 or rows == 1 for s in row_strides) and all(
-        t.data_ptr() % 16 == 0 for t in tensors if t is not None)
 
 
 class LayerNormCuda(CudaImplementation):
@@ -60,9 +30,8 @@ class LayerNormCuda(CudaImplementation):
     # 8192 columns in registers: 16 per thread (4 fp32 or 2 fp16 16-byte loads in flight), blocks of 512;
     # clusters of 8 (the most every sm_90 GPU runs) hold rows of 65536
     default_config = {"THREADS": 512, "ITEMS": 16, "CLUSTER": 8, "blocks_per_sm": 0, "PREFETCH": 0}
-    # rows of 65536 over 8 blocks of 256 × 32: the fastest config at 1024 × 65536 fp32 on the H100 (83 % of the
-    # floor, then 512 × 32 over 4 at 82 %; docs/perf/layer_norm-study.md), which 12 trials of TPE over this space
-    # need not find
+    # rows of 65536 over 8 blocks of 256 × 32: the fastest config at 1024 × 65536 (then 512 × 32 over 4;
+    # docs/design/rows.md), which a short search over this space need not find
     # rows of 1024 by blocks of 128 threads walking them, 8 blocks an SM (about 4 rows each at 4096 rows), the next
     # row prefetched: 77-79 % at 4096 × 1024 against 72 % for the best config of a block a row (16 blocks an SM,
     # about 2 rows each: 72 % too)
@@ -74,8 +43,8 @@ class LayerNormCuda(CudaImplementation):
         n = math.prod(shape)
         x2d = as_rows(x, n)  # (rows, n), column stride 1
         rows = x2d.shape[0]
-        if n > _MAX_COLS or rows >= 1 << 31:
-            raise UnsupportedError(f"layer_norm/cuda: rows of up to {_MAX_COLS} elements and fewer than 2^31 rows, "
+        if n > MAX_COLS or rows >= 1 << 31:
+            raise UnsupportedError(f"layer_norm/cuda: rows of up to {MAX_COLS} elements and fewer than 2^31 rows, "
                                    f"got {rows} x {n}")
         y = call.empty((rows, n))
         mean, rstd = call.empty((rows,), torch.float32), call.empty((rows,), torch.float32)

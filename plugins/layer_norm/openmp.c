@@ -4,10 +4,8 @@
 //      from 0, which E[x^2] - E[x]^2 suffers), in float chunks of CHUNK elements gathered in doubles;
 //   2. y = (x - mean) * rstd * w + b, the row read again from cache (32 KB at n = 8192).
 // A thread takes a run of consecutive rows, and pass 1 of its next row runs in the same loop as pass 2 of this
-// row: the next row's loads from memory go out among this row's stores instead of after them. Against the two
-// passes one row after the other (same process, three runs of seven interleaved rounds, 2-core Xeon,
-// 2026-11-27): 1.03-1.11x at 2048 x 2048, 1.05-1.10x at 4096 x 1024, 1.05-1.19x at 256 x 8192, 1.04x at
-// 8192 x 8192, 1.18x at 64 x 1024.
+// row: the next row's loads from memory go out among this row's stores instead of after them, faster at every
+// benchmark shape than the two passes one row after the other (docs/design/rows.md).
 // A row holding inf or NaN has var NaN; its mean is made NaN too (torch's Welford mean is NaN there).
 #include <math.h>
 #include <omp.h>

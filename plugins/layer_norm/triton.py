@@ -9,12 +9,12 @@
 
 from __future__ import annotations
 
-import functools
 import math
 
 import torch
 import triton
 import triton.language as tl
+from kernelzoo_plugins._rows.triton import programs_in_flight
 
 from kernelzoo.backends.triton import TritonImplementation, launcher
 from kernelzoo.registry import Call
@@ -75,14 +75,6 @@ def _ln_looped_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n, x_strid
         x = tl.load(x_row + col, mask=col < n, other=0.0).to(tl.float32)
         y = _affine((x - mean) * rstd, w_ptr, b_ptr, col, col < n, HAS_W, HAS_B)
         tl.store(y_ptr + row * n + col, y.to(y_ptr.dtype.element_ty), mask=col < n)
-
-
-@functools.cache
-def programs_in_flight(device: torch.device) -> int:
-    """About as many programs as the GPU runs at once (4 per SM); 16 under the interpreter."""
-    if device.type != "cuda":
-        return 16
-    return 4 * torch.cuda.get_device_properties(device).multi_processor_count
 
 
 class LayerNormTriton(TritonImplementation):

@@ -53,8 +53,8 @@ class LayerNormBackward(Op):
 
     name = "layer_norm_backward"
     outputs = 3  # dx, dweight, dbias
-    # Untuned on a GPU, the cuda plugin first: tuned, it ran 1.16-1.88x the Triton plugin at all four float32
-    # shapes on the H100 (docs/perf/layer_norm_backward.md, 2026-11-27)
+    # Untuned on a GPU, the cuda plugin first: tuned, it ran ahead of the Triton plugin at every benchmark shape
+    # (docs/perf/layer_norm_backward.md)
     default_order = {"cuda": ("cuda",)}
     shapes = {"cuda": [(8192, 8192), (16384, 4096), (4096, 1024), (1024, 65536)],
               "cpu": [(2048, 2048), (4096, 1024), (256, 8192)]}

@@ -21,12 +21,11 @@
 //   consecutive rows walks the row in tiles, each tile over all its rows, so that the dw, db accumulators
 //   of a tile stay in registers; dy and x are read twice.
 // PREFETCH 1 (lnb_fits, lnb_cluster): a group loads its next row before this row's sums, so that those loads
-//   are in flight through them; twice the registers for x and dy (H100, fp32: the best config at 4096 x 1024
-//   70 -> 76 % of the floor, but 512 x 16 at 8192 x 8192 93 -> 80 %; docs/perf/layer_norm-study.md, change 11).
+//   are in flight through them; twice the registers for x and dy: a gain at short rows, a loss at long ones
+//   (docs/design/rows.md), hence a config key.
 // PART_CLUSTER > 1 (lnb_fits_pc, a block per row, sm_90): clusters of that many blocks add their partial rows in
 //   distributed shared memory once their rows are done, and the second kernel reads a PART_CLUSTER-th of them
-//   (H100, fp32: 8192 x 8192 at 512 x 16, two blocks an SM, 94 -> 95 % of the floor with clusters of 2, 82-83 %
-//   with 4 or 8; 4096 x 1024 79 -> 61-72 %, why not measured; docs/perf/layer_norm-study.md, change 18).
+//   (a gain only at 8192 x 8192 with clusters of 2, a loss elsewhere; docs/design/rows.md).
 // Each kernel comes as _vec (PACK elements per 16-byte access; the wrapper checks n, the row strides and
 // the pointers) and _scalar.
 #ifndef ITEMS

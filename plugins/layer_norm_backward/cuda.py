@@ -7,7 +7,7 @@ kernel's programmatic dependent, so that its launch overlaps the row kernel)."""
 from __future__ import annotations
 
 import torch
-from kernelzoo_plugins.layer_norm.cuda import has_clusters, row_cluster, sm_count, vector_ok
+from kernelzoo_plugins._rows.cuda import MAX_COLS, has_clusters, row_cluster, sm_count, vector_ok
 
 from kernelzoo.backends.cuda import I64, CudaImplementation
 from kernelzoo.errors import UnsupportedError
@@ -15,7 +15,6 @@ from kernelzoo.registry import Call
 
 from . import rows_of
 
-_MAX_COLS = 1 << 30  # element offsets within a row are 32-bit, with a tile of headroom
 _MAX_PART_SHARED = 64 << 10  # the most shared memory a block of lnb_fits_pc holds its partial rows in
 
 
@@ -36,10 +35,9 @@ class LayerNormBackwardCuda(CudaImplementation):
                     "CLUSTER": [2, 4, 8], "PREFETCH": [0, 1], "PART_CLUSTER": [1, 2, 4, 8]}
     default_config = {"THREADS": 512, "ITEMS": 16, "blocks_per_sm": 2, "CLUSTER": 8, "PREFETCH": 0,
                       "PART_CLUSTER": 1}
-    # rows of 65536 over clusters of 8 blocks of 256 × 32, a grid of 4 blocks per SM: 69 % of the floor at
-    # 1024 × 65536 fp32 on the H100 against 61 % for the config 12 trials of TPE stored; rows of 1024 by blocks
-    # of 128 × 8 with the next row prefetched: 76 % at 4096 × 1024 against 70 % for the best config without
-    # (docs/perf/layer_norm-study.md)
+    # rows of 65536 over clusters of 8 blocks of 256 × 32, a grid of 4 blocks per SM, faster at 1024 × 65536 than
+    # what a short search stores; rows of 1024 by blocks of 128 × 8 with the next row prefetched, the fastest at
+    # 4096 × 1024 (docs/design/rows.md)
     # the kernel after a row kernel starts before it ends, waiting inside for its writes (sm_90; see the .cu)
     dependent_launch = True
     tuning_seeds = ({"THREADS": 256, "ITEMS": 32, "blocks_per_sm": 4, "CLUSTER": 8},
@@ -48,8 +46,8 @@ class LayerNormBackwardCuda(CudaImplementation):
     def run(self, call: Call, config: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         dy, x, mean, rstd, n = rows_of(call)
         rows, shape = x.shape[0], call.params["normalized_shape"]
-        if n > _MAX_COLS or rows >= 1 << 31:
-            raise UnsupportedError(f"layer_norm_backward/cuda: rows of up to {_MAX_COLS} elements and fewer than "
+        if n > MAX_COLS or rows >= 1 << 31:
+            raise UnsupportedError(f"layer_norm_backward/cuda: rows of up to {MAX_COLS} elements and fewer than "
                                    f"2^31 rows, got {rows} x {n}")
         dx, dw, db = call.empty((rows, n)), call.empty((n,)), call.empty((n,))
         if n:

@@ -4,22 +4,17 @@
 // Each thread takes a contiguous range of rows, two at a time: pass 1 of the pair reads it from memory, pass 2
 // again from cache, and adds dy * x_hat and dy into the thread's own partial dw and db rows (float, flushed
 // into doubles every FLUSH rows: long float accumulations drift), two rows per pass over the partials (one
-// row per pass took 4.5 ms at 2048 x 2048 on one core, as long as torch's kernel); then the threads' partials
+// row per pass was as slow as torch's kernel); then the threads' partials
 // are added in thread order (deterministic for a thread count). Sums within a row: float chunks of CHUNK
 // gathered in doubles.
 //
-// Two changes, measured on 2 cores of an AMD EPYC (2026-11-22; run-to-run noise 10-30%):
+// Two choices (figures in docs/design/rows.md):
 // - pass 2 prefetches the next pair's rows into L2: without it a pair's first read waits on memory with
-//   nothing else to do, and pass 2 computes with no read from memory in flight (a loop that reads two
-//   arrays of 2048 x 2048 and streams a third out takes 0.86 ms on 2 threads). C harness, medians of 100
-//   calls, three tries each: 1.33-1.86 -> 1.15-1.25 ms at 2048 x 2048, 1.45-1.99 -> 1.25-1.61 at 4096 x 1024.
-//   Doing pass 1 of the next pair in the same loop as pass 2 instead (fewer loads) was no faster: 1.26-1.43
-//   ms at 2048 x 2048, 1.38-1.45 at 4096 x 1024.
+//   nothing else to do, and pass 2 computes with no read from memory in flight. Doing pass 1 of the next pair
+//   in the same loop as pass 2 instead (fewer loads) was no faster.
 // - dx is written with streaming (non-temporal) stores from stream_min elements on: a plain store first
 //   reads the line it overwrites, 4 bytes of memory traffic more on 12 per element. Below that, dx and
-//   the inputs fit in the 32 MB L3 and dx stays there for whoever reads it next. Calls in a loop, streamed
-//   against not: 1024 x 1024 0.331 / 0.313 ms, 256 x 8192 0.887 / 0.867, 2048 x 2048 1.61 / 2.13; with torch's
-//   kernel run between calls (colder caches) 0.43 / 0.50, 0.82 / 1.04, 1.81 / 2.39.
+//   the inputs fit in the L3 and dx stays there for whoever reads it next, which streaming would lose.
 #include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>

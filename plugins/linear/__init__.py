@@ -90,8 +90,8 @@ class Linear(Op):
         backward=lambda saved, grad: dict(zip(("x", "weight", "bias"), ops.linear_backward(
             grad, saved["x"], saved["weight"], bias=saved["bias"]))),
     )
-    # Untuned, torch (cuBLAS, oneDNN/MKL) first: it ran 1.7-2.0x the Triton plugin at all six bfloat16 shapes on the
-    # H100 and 1.1-1.2x openmp at the three float32 shapes on a 2-core Xeon (docs/perf/linear.md)
+    # Untuned, torch (cuBLAS, oneDNN/MKL) first: it ran ahead of the Triton plugin and of openmp at every benchmark
+    # shape (docs/perf/linear.md, docs/design/gemm.md)
     default_order = {"cuda": ("torch",), "cpu": ("torch",)}
     # (M, K, N): tokens × in_features × out_features; every GPU one moves more than the 50 MB L2
     shapes = {

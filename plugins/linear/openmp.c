@@ -1,6 +1,6 @@
 // y (M×N) = x (M×K) · wᵀ (K×N) + bias on the shared GEMM core: x and w read through their strides
 // (transposed, sliced or expanded views need no copy), the bias added per column in the epilogue.
-#include "gemm_openmp.h"
+#include "../_gemm/gemm_openmp.h"
 
 int linear(const float *x, i64 sxm, i64 sxk, const float *w, i64 swn, i64 swk, const float *bias, float *y,
            i64 m, i64 n, i64 k, i64 mc, i64 nc, i64 kc, int threads) {

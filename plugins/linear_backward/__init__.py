@@ -38,8 +38,8 @@ class LinearBackward(Op):
 
     name = "linear_backward"
     outputs = 3  # grad_x, grad_weight and, with bias, grad_bias
-    # Untuned, torch first: 1.05-1.35x the Triton plugin at all six bfloat16 shapes on the H100, 1.2-1.25x openmp
-    # at the three float32 shapes on a 2-core Xeon (docs/perf/linear_backward.md)
+    # Untuned, torch first: ahead of the Triton plugin and of openmp at every benchmark shape
+    # (docs/perf/linear_backward.md, docs/design/gemm.md)
     default_order = {"cuda": ("torch",), "cpu": ("torch",)}
     shapes = {
         "cuda": [(8192, 4096, 4096), (8192, 4096, 14336), (8192, 14336, 4096), (16384, 1024, 4096),

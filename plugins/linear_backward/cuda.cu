@@ -2,8 +2,8 @@
 //   grad_x (M×K) = g·w:   A = g, contiguous along the reduction N; B(n, k) = w[n][k], contiguous along k
 //   grad_w (N×K) = gᵀ·x:  A(n, i) = g[i][n], contiguous along n; B(i, k) = x[i][k], contiguous along k
 // and grad_b = column sums of g (column_sums.cuh).
-#include "../linear/gemm.cuh"
-#include "column_sums.cuh"
+#include "../_gemm/gemm.cuh"
+#include "../_gemm/column_sums.cuh"
 
 extern "C" __global__ void __launch_bounds__(THREADS)
     grad_x_aligned(const T* g, const T* w, T* gx, int M, int N, int K) {

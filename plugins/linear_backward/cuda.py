@@ -4,26 +4,12 @@ fp16/bf16, SIMT float32 — and the bias gradient as deterministic two-pass colu
 from __future__ import annotations
 
 import torch
+from kernelzoo_plugins._gemm.cuda import GemmCudaImplementation, aligned, column_sums
 from kernelzoo_plugins.linear import rows
-from kernelzoo_plugins.linear.cuda import GemmCudaImplementation, aligned
 
-from kernelzoo.backends.cuda import I64
 from kernelzoo.registry import Call
 
 from . import gradient_shapes
-
-ROWS_PER_SPLIT = 256  # rows one column_sums block adds: M = 8192 gives 32 splits × N/32 column blocks
-
-
-def column_sums(impl: GemmCudaImplementation, call: Call, config: dict, x: torch.Tensor, ld: int, rows: int,
-                cols: int, out: torch.Tensor) -> None:
-    """out[j] = Σ_i x[i·ld + j] for j < cols, through the column_sums kernels of ``impl``'s source."""
-    splits = max(1, -(-rows // ROWS_PER_SPLIT))
-    partial = torch.empty((splits, cols), dtype=torch.float32, device=x.device)
-    impl.kernel("column_sums", call.dtype, config)(x, partial, rows, cols, I64(ld), ROWS_PER_SPLIT,
-                                                   grid=(-(-cols // 32), splits), block=(32, 8))
-    impl.kernel("column_sums_finish", call.dtype, config)(partial, out, splits, cols, grid=-(-cols // 256),
-                                                          block=256)
 
 
 class LinearBackwardCuda(GemmCudaImplementation):

@@ -1,6 +1,6 @@
 // The gradients of linear on the shared GEMM core, every operand read through its strides:
 //   grad_x (M×K) = g (M×N) · w (N×K);  grad_w (N×K) = gᵀ (N×M) · x (M×K);  grad_b (N) = column sums of g.
-#include "../linear/gemm_openmp.h"
+#include "../_gemm/gemm_openmp.h"
 
 // gb[j] = Σ_i g[i][j]: each thread owns a range of columns and adds the rows into it in order
 // (deterministic; a row's range is contiguous when sgn is 1, so the adds vectorise).

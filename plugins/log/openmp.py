@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kernelzoo_plugins.exp.openmp import UnaryOpenMP
+from kernelzoo_plugins._elementwise.openmp import UnaryOpenMP
 
 
 class LogOpenMP(UnaryOpenMP):

@@ -42,8 +42,8 @@ class Matmul(Op):
     """matmul(a, b): a @ b for 2-D or batched 3-D tensors (torch.matmul semantics), float32 accumulation."""
 
     name = "matmul"
-    # Untuned, torch first: its winners took every tuned key on the H100 (the shipped winners), and it ran
-    # 1.1-1.3x openmp at the three float32 shapes on a 2-core Xeon (docs/perf/matmul.md)
+    # Untuned, torch first: it won every tuned GPU key of the shipped winners and ran ahead of openmp at every CPU
+    # benchmark shape (docs/perf/matmul.md, docs/design/gemm.md)
     default_order = {"cuda": ("torch",), "cpu": ("torch",)}
     # (M, N, K) or (B, M, N, K); every GPU one moves more than the 50 MB L2 holds
     shapes = {

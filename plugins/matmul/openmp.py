@@ -1,4 +1,4 @@
-"""matmul in OpenMP C on the shared GEMM core (plugins/linear/gemm_openmp.h, as linear and conv2d): a
+"""matmul in OpenMP C on the shared GEMM core (plugins/_gemm/gemm_openmp.h, as linear and conv2d): a
 cache-blocked float32 GEMM with packed tiles and a register-tiled micro-kernel, batched. On a 2-core Intel
 Xeon (AVX-512, 2026-11-26), 0.76-0.88× torch's MKL (docs/perf/matmul.md).
 """
@@ -6,11 +6,11 @@ Xeon (AVX-512, 2026-11-26), 0.76-0.88× torch's MKL (docs/perf/matmul.md).
 from __future__ import annotations
 
 import torch
+from kernelzoo_plugins._gemm.openmp import GemmOpenMPImplementation
 
 from kernelzoo.backends.openmp import ptr, thread_counts
 from kernelzoo.registry import Call
 
-from ..linear.openmp import GemmOpenMPImplementation
 from . import batched, output_shape
 
 

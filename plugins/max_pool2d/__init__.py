@@ -104,8 +104,8 @@ class MaxPool2d(Op):
     )
     # kernel_size, stride and padding: an int or a (height, width) pair
     schema_types = {"kernel_size": "int[2]", "stride": "int[2]?", "padding": "int[2]"}
-    # Untuned on a GPU, torch first: 1.02-1.7x the Triton plugin at the three float32 shapes on the H100
-    # (docs/perf/max_pool2d.md); on the CPU openmp stays first (1.28x torch)
+    # Untuned on a GPU, torch first: ahead of the Triton plugin at every benchmark shape (docs/perf/max_pool2d.md);
+    # on the CPU openmp stays first, ahead of torch
     default_order = {"cuda": ("torch",)}
     shapes = {
         "cuda": [(32, 64, 112, 112, 3, 2, 1), (64, 128, 56, 56, 2, 2, 0), (32, 256, 64, 64, 3, 1, 1)],

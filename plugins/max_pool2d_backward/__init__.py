@@ -48,8 +48,8 @@ class MaxPool2dBackward(Op):
     name = "max_pool2d_backward"
     # kernel_size, stride and padding: an int or a (height, width) pair
     schema_types = {"kernel_size": "int[2]", "stride": "int[2]?", "padding": "int[2]"}
-    # Untuned on a GPU, torch first: 3.6-4.1x the Triton plugin at two of the three float32 shapes on the H100,
-    # a tie at the third (docs/perf/max_pool2d_backward.md); on the CPU openmp stays first (1.9-2.0x torch)
+    # Untuned on a GPU, torch first: well ahead of the Triton plugin at two of the three benchmark shapes, a tie at
+    # the third (docs/perf/max_pool2d_backward.md); on the CPU openmp stays first, ahead of torch
     default_order = {"cuda": ("torch",)}
     shapes = MaxPool2d.shapes
 

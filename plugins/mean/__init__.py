@@ -19,8 +19,8 @@ class Mean(Sum):
     """mean(x, dim=None, keepdim=False): Σ over ``dim`` / the elements summed, in float32, in x's dtype."""
 
     name = "mean"
-    # Untuned, torch first: faster than the Triton plugin at three of the four float32 shapes on the H100 (1.01-1.5x)
-    # and than openmp at three of four on a 2-core Xeon (1.1x) (docs/perf/mean.md)
+    # Untuned, torch first: faster than the Triton plugin and than openmp at three of the four benchmark shapes
+    # (docs/perf/mean.md)
     default_order = {"cuda": ("torch",), "cpu": ("torch",)}
 
     def scale(self, call: Call) -> float:

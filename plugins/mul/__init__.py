@@ -20,9 +20,8 @@ class Mul(BinaryOp):
     """mul(a, b): a·b with broadcasting, as torch.mul."""
 
     name = "mul"
-    # Untuned on the CPU, torch first: openmp ran 0.94-0.95x torch at 2048x2048 and 0.52-0.66x at 512x512 float32
-    # (2-core Xeon, three runs of 2026-11-26; docs/perf/mul.md): a memory-bound pass that torch runs as fast,
-    # behind less Python. On a GPU the global order stands.
+    # Untuned on the CPU, torch first: a memory-bound pass that torch runs as fast, behind less Python
+    # (docs/perf/mul.md, docs/design/elementwise.md). On a GPU the global order stands.
     default_order = {"cpu": ("torch",)}
 
     def formula(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

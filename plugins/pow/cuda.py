@@ -3,7 +3,7 @@ special cases, CUDA's powf otherwise."""
 
 from __future__ import annotations
 
-from kernelzoo_plugins.exp.cuda import UnaryCuda
+from kernelzoo_plugins._elementwise.cuda import UnaryCuda
 
 from kernelzoo.registry import Call
 

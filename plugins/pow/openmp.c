@@ -1,7 +1,7 @@
 // pow: torch's special cases (see plugins/pow/__init__.py) and glibc's powf otherwise, each case its own
 // instance of the shared unary loop, chosen once per call. One loop testing the exponent per element
-// left the case a = 2 at half the speed of a = 3 on a 2-core Xeon (1.33 against 0.67 ms at 2048 x 2048):
-// gcc did not unswitch it on every test, so some cases did not vectorise.
+// left the case a = 2 at half the speed of a = 3: gcc did not unswitch it on every test, so some cases
+// did not vectorise.
 #include <math.h>
 
 #define KZ_UNARY_NAME pow_sqrt

@@ -3,7 +3,7 @@ glibc's powf otherwise."""
 
 from __future__ import annotations
 
-from kernelzoo_plugins.exp.openmp import UnaryOpenMP
+from kernelzoo_plugins._elementwise.openmp import UnaryOpenMP
 
 from kernelzoo.registry import Call
 

@@ -12,9 +12,8 @@ class Relu(UnaryOp):
     """relu(x): max(x, 0) elementwise, NaN propagated as torch.relu does."""
 
     name = "relu"
-    # Untuned on the CPU, torch first: openmp ran 0.95-0.97x torch at 2048x2048 and 0.74-0.82x at 512x512 float32
-    # (2-core Xeon, three runs of 2026-11-26; docs/perf/relu.md): a memory-bound pass that torch runs as fast,
-    # behind less Python. On a GPU the global order stands.
+    # Untuned on the CPU, torch first: a memory-bound pass that torch runs as fast, behind less Python
+    # (docs/perf/relu.md, docs/design/elementwise.md). On a GPU the global order stands.
     default_order = {"cpu": ("torch",)}
 
     def reference(self, call: Call) -> torch.Tensor:

@@ -22,9 +22,8 @@ class ReluBackward(BinaryOp):
     threshold_backward(grad, y, 0)."""
 
     name = "relu_backward"
-    # Untuned on the CPU, torch first: openmp ran 0.96-0.97x torch at 2048x2048 and 0.65-0.77x at 512x512 float32
-    # (2-core Xeon, three runs of 2026-11-26; docs/perf/relu_backward.md): a memory-bound pass that torch runs as fast,
-    # behind less Python. On a GPU the global order stands.
+    # Untuned on the CPU, torch first: a memory-bound pass that torch runs as fast, behind less Python
+    # (docs/perf/relu_backward.md, docs/design/elementwise.md). On a GPU the global order stands.
     default_order = {"cpu": ("torch",)}
     operands = ("grad", "y")
 

@@ -3,7 +3,7 @@ y <= 0 ? 0 : grad."""
 
 from __future__ import annotations
 
-from kernelzoo_plugins.mul.cuda import BinaryCuda
+from kernelzoo_plugins._elementwise.cuda import BinaryCuda
 
 
 class ReluBackwardCuda(BinaryCuda):

@@ -3,7 +3,7 @@ y <= 0 ? 0 : grad."""
 
 from __future__ import annotations
 
-from kernelzoo_plugins.mul.openmp import BinaryOpenMP, binary_cdef
+from kernelzoo_plugins._elementwise.openmp import BinaryOpenMP, binary_cdef
 
 
 class ReluBackwardOpenMP(BinaryOpenMP):

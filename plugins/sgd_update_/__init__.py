@@ -26,80 +26,17 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+from kernelzoo_plugins._optim.spec import (
+    check_number,
+    check_state,
+    nan_grad,
+    placeholder,
+    state_tensor,
+    update_cases,
+)
 
 from kernelzoo.errors import ArgumentError, DTypeError
-from kernelzoo.registry import BadCase, Call, Case, Op, check_same, check_tensor, randn
-
-
-def check_state(op: str, param: Any, **state: Any) -> None:
-    """Raise unless param is a float tensor and every state tensor (None skipped) matches it."""
-    check_tensor(op, "param", param)
-    for name, t in state.items():
-        if t is None:
-            continue
-        check_tensor(op, name, t)
-        check_same(op, param=param, **{name: t})
-        if t.shape != param.shape:
-            raise ArgumentError(f"{op}: {name} of shape {tuple(t.shape)} must have param's shape {tuple(param.shape)}")
-
-
-def check_number(op: str, name: str, value: Any, low: float = 0.0, high: float = math.inf,
-                 high_open: bool = False) -> float:
-    """``value`` as a float in [low, high] (or [low, high)); ArgumentError naming it otherwise."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or not low <= value <= high or (high_open and value == high):
-        interval = f"[{low:g}, {high:g}{')' if high_open else ']'}"
-        raise ArgumentError(f"{op}: {name} must be a finite number in {interval}, got {value!r}")
-    return float(value)
-
-
-def placeholder(param: torch.Tensor) -> torch.Tensor:
-    """A 0-element tensor standing for an absent state tensor (like param in dtype and device)."""
-    return torch.empty(0, dtype=param.dtype, device=param.device)
-
-
-def dense_run(call: Call, names: Sequence[str], run: Callable[[dict[str, torch.Tensor]], None]) -> tuple:
-    """Run ``run`` on contiguous versions of the call's tensors, write the in-place ones back where a copy
-    had to be made, and return the op's ``inplace`` tensors (the caller's, updated)."""
-    tensors = {name: call.inputs[name].contiguous() for name in names}
-    if call.inputs["param"].numel():
-        run(tensors)
-    for name in call.op.inplace:
-        if name in tensors and tensors[name].data_ptr() != call.inputs[name].data_ptr():
-            call.inputs[name].copy_(tensors[name])
-    return tuple(call.inputs[name] for name in call.op.inplace)
-
-
-def update_cases(variants: Sequence[tuple[str, dict]], make: Callable) -> list[Case]:
-    """Each variant on odd sizes, 2-D and empty tensors, non-contiguous ones, and NaN/inf gradients; the
-    first two also on 100003 elements (past the openmp plugins' thresholds for a second thread: 32768 elements
-    for sgd_update_, 8192 for adam_update_)."""
-    layouts = [("1", (1,), ""), ("17", (17,), ""), ("1023", (1023,), ""), ("4099", (4099,), ""),
-               ("1023x17", (1023, 17), ""), ("0", (0,), ""), ("transposed", (17, 1023), "transposed"),
-               ("sliced", (64, 33), "sliced"), ("nan-inf", (1023,), "nan")]
-    cases = [Case(f"{label}-{name}", make(shape, layout, kwargs), small=math.prod(shape) <= 20_000)
-             for name, kwargs in variants for label, shape, layout in layouts]
-    return cases + [Case(f"100003-{name}", make((100_003,), "", kwargs), small=False) for name, kwargs in variants[:2]]
-
-
-def state_tensor(shape: Sequence[int], layout: str, device: torch.device, dtype: torch.dtype,
-                 g: torch.Generator, scale: float = 1.0, positive: bool = False) -> torch.Tensor:
-    """A random tensor of ``shape`` in a layout: '' contiguous, 'transposed' (a .t() view of the transposed
-    shape), 'sliced' (every other column of a wider tensor)."""
-    full = (shape[0], 2 * shape[1]) if layout == "sliced" else tuple(reversed(shape)) if layout == "transposed" \
-        else tuple(shape)
-    x = randn(full, "cpu", torch.float32, g, scale)
-    if positive:
-        x = x.square()
-    x = x.to(device, dtype)
-    return x[:, ::2] if layout == "sliced" else x.t() if layout == "transposed" else x
-
-
-def nan_grad(grad: torch.Tensor) -> torch.Tensor:
-    """grad with a NaN, an inf and a -inf: they reach param (and the buffers) as in torch."""
-    flat = grad.view(-1)
-    flat[3], flat[100], flat[500] = float("nan"), float("inf"), float("-inf")
-    return grad
+from kernelzoo.registry import BadCase, Call, Case, Op, randn
 
 
 class SgdUpdate(Op):

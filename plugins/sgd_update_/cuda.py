@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import torch
+from kernelzoo_plugins._optim.spec import dense_run
 
 from kernelzoo.backends.cuda import I64, CudaImplementation
 from kernelzoo.registry import Call
-
-from . import dense_run
 
 
 class SgdUpdateCuda(CudaImplementation):

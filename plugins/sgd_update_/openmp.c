@@ -3,8 +3,7 @@
 //   p = p - lr * g
 // One pass: each element's param, grad and buffer are read once and written once. Each thread runs one loop
 // specialised for the variant (the flags are constants after inlining): with the flags as variables gcc
-// if-converts every branch into masked loads and stores, which took 3.0 ms for 4M elements with momentum on
-// one core, against torch's fused SGD's 1.6 ms (specialised: 1.65 ms).
+// if-converts every branch into masked loads and stores, about half as fast.
 #include "../_openmp/parallel.h"
 #include <omp.h>
 
@@ -32,8 +31,7 @@ void sgd_update(float *restrict p, const float *restrict grad, float *restrict b
                 float momentum, float dampening, float weight_decay, int nesterov, int threads) {
     const Sgd s = {lr, momentum, 1.0f - dampening, weight_decay};
     const int variant = (weight_decay != 0.0f) * 4 + (momentum != 0.0f) * 2 + (momentum != 0.0f && nesterov);
-    // 2 cores (2026-11-22, medians of 3000 calls through Python): at 49152 elements two threads took 11.0 us,
-    // one 14.3 (torch 12.0); at 16384 the same (11.7 against 11.9)
+    // a second thread pays from PARALLEL_MIN elements on, a call through Python included
     #pragma omp parallel num_threads(threads) if (n >= PARALLEL_MIN)
     {
         const int t = omp_get_thread_num(), team = omp_get_num_threads();

@@ -8,10 +8,9 @@ Without it (torch older than 2.4 on the CPU) the single-tensor step torch.optim.
 from __future__ import annotations
 
 import torch
+from kernelzoo_plugins._optim.spec import dense_run
 
 from kernelzoo.registry import FLOATS, Call, Implementation
-
-from . import dense_run
 
 
 class SgdUpdateTorch(Implementation):

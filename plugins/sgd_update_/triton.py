@@ -5,11 +5,10 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+from kernelzoo_plugins._optim.spec import dense_run
 
 from kernelzoo.backends.triton import TritonImplementation, launcher
 from kernelzoo.registry import Call
-
-from . import dense_run
 
 
 @triton.jit

@@ -24,35 +24,7 @@
 #define THREADS 512
 #endif
 
-constexpr int PACK = 16 / (int)sizeof(T) < ITEMS ? 16 / (int)sizeof(T) : ITEMS;
-static_assert(ITEMS % PACK == 0, "ITEMS must be a power of two");
-
-// Pack<V>: V elements of T as one access
-#include "../_cuda/pack.cuh"
-
-// v[0..V) = row[i..i+V) as float, or -inf when i >= end (V divides end - i when V > 1).
-template <int V>
-__device__ __forceinline__ void load_pack(const T* __restrict__ row, int i, int end, float* v) {
-  if (i < end) {
-    Pack<V> p;
-    p.raw = *reinterpret_cast<const typename Pack<V>::Raw*>(row + i);
-#pragma unroll
-    for (int e = 0; e < V; ++e) v[e] = kz_to_float(p.v[e]);
-  } else {
-#pragma unroll
-    for (int e = 0; e < V; ++e) v[e] = -KZ_INF;
-  }
-}
-
-template <int V>
-__device__ __forceinline__ void store_pack(T* __restrict__ row, int i, int end, const float* v) {
-  if (i < end) {
-    Pack<V> p;
-#pragma unroll
-    for (int e = 0; e < V; ++e) p.v[e] = kz_from_float<T>(v[e]);
-    *reinterpret_cast<typename Pack<V>::Raw*>(row + i) = p.raw;
-  }
-}
+#include "../_cuda/row_packs.cuh"
 
 __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
@@ -98,7 +70,7 @@ __device__ __forceinline__ void softmax_fits(const T* __restrict__ x, T* __restr
   const T* xr = x + row * x_stride;
   float v[ITEMS];
 #pragma unroll
-  for (int k = 0; k < ITEMS / V; ++k) load_pack<V>(xr, (k * group + lane) * V, cols, v + k * V);
+  for (int k = 0; k < ITEMS / V; ++k) load_pack<V>(xr, (k * group + lane) * V, cols, v + k * V, -KZ_INF);
   float m = -KZ_INF;
 #pragma unroll
   for (int j = 0; j < ITEMS; ++j) m = fmaxf(m, v[j]);
@@ -139,7 +111,7 @@ __device__ __forceinline__ void thread_stats(const T* __restrict__ row, int lo, 
     float v[ITEMS];
 #pragma unroll
     for (int k = 0; k < ITEMS / V; ++k)
-      load_pack<V>(row, base + (k * (int)blockDim.x + (int)threadIdx.x) * V, hi, v + k * V);
+      load_pack<V>(row, base + (k * (int)blockDim.x + (int)threadIdx.x) * V, hi, v + k * V, -KZ_INF);
     float m_new = m;
 #pragma unroll
     for (int j = 0; j < ITEMS; ++j) m_new = fmaxf(m_new, v[j]);
@@ -182,7 +154,7 @@ __device__ __forceinline__ void write_scaled_exp(const T* __restrict__ xr, T* __
     float v[ITEMS];
 #pragma unroll
     for (int k = 0; k < ITEMS / V; ++k)
-      load_pack<V>(xr, base + (k * (int)blockDim.x + (int)threadIdx.x) * V, hi, v + k * V);
+      load_pack<V>(xr, base + (k * (int)blockDim.x + (int)threadIdx.x) * V, hi, v + k * V, -KZ_INF);
 #pragma unroll
     for (int j = 0; j < ITEMS; ++j) v[j] = __expf(v[j] - m) * inv;
 #pragma unroll

@@ -21,8 +21,8 @@ class SoftmaxOpenMP(OpenMPImplementation):
     void softmax_split(const float *x, float *y, long long rows, long long cols, long long x_stride,
                        int threads, float *partial);
     """
-    # split_cols: the shortest row worth splitting across threads (it costs two barriers per row:
-    # on 2 cores 1 x 8192 took 7.6 us split vs 5.5 us whole, 3 x 50257 37 vs 40 us);
+    # split_cols: the shortest row worth splitting across threads (it costs two barriers per row, more than
+    # it saves on short rows);
     # short_cols: rows shorter than this go 16 at a time, one per vector lane (at most 128)
     config_space = {"threads": thread_counts(), "split_cols": [8192, 32768, 131072],
                     "short_cols": [0, 32, 64, 128]}

@@ -20,35 +20,7 @@
 #define THREADS 512
 #endif
 
-constexpr int PACK = 16 / (int)sizeof(T) < ITEMS ? 16 / (int)sizeof(T) : ITEMS;
-static_assert(ITEMS % PACK == 0, "ITEMS must be a power of two");
-
-// Pack<V>: V elements of T as one access
-#include "../_cuda/pack.cuh"
-
-// v[0..V) = row[i..i+V) as float, or 0 when i >= end (V divides end - i when V > 1).
-template <int V>
-__device__ __forceinline__ void load_pack(const T* __restrict__ row, int i, int end, float* v) {
-  if (i < end) {
-    Pack<V> p;
-    p.raw = *reinterpret_cast<const typename Pack<V>::Raw*>(row + i);
-#pragma unroll
-    for (int e = 0; e < V; ++e) v[e] = kz_to_float(p.v[e]);
-  } else {
-#pragma unroll
-    for (int e = 0; e < V; ++e) v[e] = 0.0f;
-  }
-}
-
-template <int V>
-__device__ __forceinline__ void store_pack(T* __restrict__ row, int i, int end, const float* v) {
-  if (i < end) {
-    Pack<V> p;
-#pragma unroll
-    for (int e = 0; e < V; ++e) p.v[e] = kz_from_float<T>(v[e]);
-    *reinterpret_cast<typename Pack<V>::Raw*>(row + i) = p.raw;
-  }
-}
+#include "../_cuda/row_packs.cuh"
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
@@ -90,8 +62,8 @@ __device__ __forceinline__ void softmax_backward_fits(const T* __restrict__ g, c
   float gv[ITEMS], yv[ITEMS];
 #pragma unroll
   for (int k = 0; k < ITEMS / V; ++k) {
-    load_pack<V>(gr, (k * group + lane) * V, cols, gv + k * V);
-    load_pack<V>(yr, (k * group + lane) * V, cols, yv + k * V);
+    load_pack<V>(gr, (k * group + lane) * V, cols, gv + k * V, 0.0f);
+    load_pack<V>(yr, (k * group + lane) * V, cols, yv + k * V, 0.0f);
   }
   float s = 0.0f;
 #pragma unroll
@@ -116,8 +88,8 @@ __device__ __forceinline__ float thread_dot(const T* __restrict__ gr, const T* _
 #pragma unroll
     for (int k = 0; k < ITEMS / V; ++k) {
       const int i = base + (k * (int)blockDim.x + (int)threadIdx.x) * V;
-      load_pack<V>(gr, i, hi, gv + k * V);
-      load_pack<V>(yr, i, hi, yv + k * V);
+      load_pack<V>(gr, i, hi, gv + k * V, 0.0f);
+      load_pack<V>(yr, i, hi, yv + k * V, 0.0f);
     }
 #pragma unroll
     for (int j = 0; j < ITEMS; ++j) s += gv[j] * yv[j];
@@ -134,8 +106,8 @@ __device__ __forceinline__ void write_dx(const T* __restrict__ gr, const T* __re
 #pragma unroll
     for (int k = 0; k < ITEMS / V; ++k) {
       const int i = base + (k * (int)blockDim.x + (int)threadIdx.x) * V;
-      load_pack<V>(gr, i, hi, gv + k * V);
-      load_pack<V>(yr, i, hi, yv + k * V);
+      load_pack<V>(gr, i, hi, gv + k * V, 0.0f);
+      load_pack<V>(yr, i, hi, yv + k * V, 0.0f);
     }
 #pragma unroll
     for (int j = 0; j < ITEMS; ++j) gv[j] = yv[j] * (gv[j] - s);

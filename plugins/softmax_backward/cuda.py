@@ -3,29 +3,14 @@ when THREADS * ITEMS holds it, else a looped two-pass kernel (split into chunks 
 
 from __future__ import annotations
 
-import functools
-
 import torch
+from kernelzoo_plugins._rows.cuda import RESIDENT_THREADS_PER_SM, sm_count, too_large
 
 from kernelzoo.backends.cuda import I64, CudaImplementation, Kernel
 from kernelzoo.errors import UnsupportedError
 from kernelzoo.registry import Call
 
 from . import rows_of, to_shape
-
-_MAX_COLS = 1 << 30  # element offsets within a row are 32-bit, with a tile of headroom
-_RESIDENT_THREADS_PER_SM = 2048  # H100, A100: what a full SM holds
-
-
-def _too_large(rows: int, cols: int) -> str | None:
-    if cols > _MAX_COLS or rows >= 1 << 31:
-        return f"takes rows of up to {_MAX_COLS} elements and fewer than 2^31 rows, not {rows} x {cols}"
-    return None
-
-
-@functools.cache
-def _sm_count(device: torch.device) -> int:
-    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 class SoftmaxBackwardCuda(CudaImplementation):
@@ -39,12 +24,12 @@ class SoftmaxBackwardCuda(CudaImplementation):
 
     def supports(self, call: Call) -> str | None:
         sizes = call.op.sizes(call)
-        return super().supports(call) or _too_large(sizes["rows"], sizes["cols"])
+        return super().supports(call) or too_large(sizes["rows"], sizes["cols"])
 
     def run(self, call: Call, config: dict) -> torch.Tensor:
         g2d, y2d = rows_of(call)  # (rows, cols), column stride 1
         rows, cols = y2d.shape
-        if why := _too_large(rows, cols):
+        if why := too_large(rows, cols):
             raise UnsupportedError(f"softmax_backward/cuda {why}")
         dx2d = call.empty((rows, cols))
         if rows and cols:
@@ -74,7 +59,7 @@ class SoftmaxBackwardCuda(CudaImplementation):
         else:
             tile = threads * items
             tiles = (cols + tile - 1) // tile
-            in_flight = _sm_count(y.device) * max(1, _RESIDENT_THREADS_PER_SM // threads)
+            in_flight = sm_count(y.device) * max(1, RESIDENT_THREADS_PER_SM // threads)
             chunks = min(tiles, (in_flight + rows - 1) // rows)
             if chunks == 1:
                 kernel("looped")(g, y, dx, cols, *strides, grid=rows, block=threads)

@@ -108,8 +108,8 @@ class Sum(Op):
         backward=lambda saved, grad: {"x": _scaled(grad, saved["scale"]).reshape(saved["keep_shape"]).expand(
             saved["x_shape"])},
     )
-    # Untuned, torch first: faster than the Triton plugin at three of the four float32 shapes on the H100 (1.15-1.7x)
-    # and than openmp at three of four on a 2-core Xeon (1.1-1.15x) (docs/perf/sum.md)
+    # Untuned, torch first: faster than the Triton plugin and than openmp at three of the four benchmark shapes
+    # (docs/perf/sum.md)
     default_order = {"cuda": ("torch",), "cpu": ("torch",)}
     # (outer, reduced, inner): rows, columns and everything of a square activation, and a batch of
     # feature maps reduced over their middle dim; every GPU one larger than the 50 MB L2

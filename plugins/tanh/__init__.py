@@ -13,9 +13,8 @@ class Tanh(UnaryOp):
     """tanh(x) elementwise, as torch.tanh."""
 
     name = "tanh"
-    # Untuned on the CPU, torch first: openmp ran 0.62-0.70x torch at 2048x2048 and 0.60-0.62x at 512x512 float32
-    # (2-core Xeon, three runs of 2026-11-26; docs/perf/tanh.md): kz_tanhf16 computes both of its formulas and an
-    # exp per element, torch's vectorised tanh less. On a GPU the global order stands.
+    # Untuned on the CPU, torch first: kz_tanhf16 computes both of its formulas and an exp per element, torch's
+    # vectorised tanh less (docs/perf/tanh.md, docs/design/elementwise.md). On a GPU the global order stands.
     default_order = {"cpu": ("torch",)}
 
     def cases(self) -> list[Case]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kernelzoo_plugins.exp.cuda import UnaryCuda
+from kernelzoo_plugins._elementwise.cuda import UnaryCuda
 
 
 class TanhCuda(UnaryCuda):
