@@ -27,7 +27,7 @@ import threading
 import time
 import warnings
 from collections.abc import Mapping
-from concurrent.futures import Future
+from concurrent.futures import Future, wait
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -94,7 +94,7 @@ class WinnerLookup:
         try:
             rows = self._rows(url, op, call)
             return None if rows is None else self._choose(url, rows, op, call, plugin)
-        except Exception as exc:  # noqa: BLE001 - nothing the database holds may break an op call
+        except Exception as exc:  # nothing the database holds may break an op call
             self._warn(("failed", url), f"kernelzoo: tuned winners are not used, calls run the default order: "
                        f"{_why(exc)}")
             return None
@@ -139,12 +139,7 @@ class WinnerLookup:
             future = self._reads.get(group)
             if future is None:
                 future = self._reads[group] = self._start_read(group)
-        try:
-            future.result(timeout=WAIT_S)
-        except TimeoutError:
-            pass
-        except Exception:  # noqa: BLE001 - the read's error: _finished has noted it
-            pass
+        wait([future], timeout=WAIT_S)
         with self._lock:
             if group in self._groups:
                 return self._groups[group]
@@ -166,7 +161,7 @@ class WinnerLookup:
         def work() -> None:
             try:
                 future.set_result(self._read(group))
-            except BaseException as exc:  # noqa: BLE001 - handed to the calling thread
+            except BaseException as exc:  # handed to the calling thread
                 future.set_exception(exc)
             self._finished(group, future)
 
