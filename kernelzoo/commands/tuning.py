@@ -72,7 +72,7 @@ def run_tune(args: argparse.Namespace) -> int:
     if device.split(":")[0] not in ("cpu", "cuda"):
         raise ArgumentError(f"tune: --device must be cpu or cuda, got {device!r}")
     options, progress = _options(args), Progress(enabled=not args.quiet)
-    store = open_store(args.db, check=True)
+    store = open_store(args.db, check=True, write=True)
     with WorkerPool(options.timeout_s) as pool:
         if args.pending:
             reports = tune_pending(store, pool, device=device, op=args.op, plugins=args.plugin, options=options,

@@ -156,11 +156,17 @@ class WinnerLookup:
             return None
 
     def _start_read(self, group: tuple) -> Future:
+        # what costs time without touching the database is done here, outside the wait: SQLAlchemy's import on
+        # the first call of a process, and the shipped files' parse
+        import kernelzoo.db.records
+        import kernelzoo.db.store  # noqa: F401
+
+        shipped = self._shipped_rows(group[2])
         future: Future = Future()
 
         def work() -> None:
             try:
-                future.set_result(self._read(group))
+                future.set_result(self._read(group, shipped))
             except BaseException as exc:  # handed to the calling thread
                 future.set_exception(exc)
             self._finished(group, future)
@@ -168,7 +174,7 @@ class WinnerLookup:
         threading.Thread(target=work, name="kernelzoo-db-read", daemon=True).start()
         return future
 
-    def _read(self, group: tuple) -> list[Winner]:
+    def _read(self, group: tuple, shipped: list[Winner]) -> list[Winner]:
         """The group's rows: the database's (read-only, bounded in time), then the shipped files' where the database
         has no row of a plugin and bucket. Runs on a reading thread."""
         from kernelzoo.db import schema
@@ -191,9 +197,8 @@ class WinnerLookup:
         except NoDatabase:
             rows = []
         held = {(w.plugin, w.bucket) for w in rows}
-        shipped = [w for w in self._shipped_rows(here) if w.op == op and w.dtype == dtype and w.flags == flags
-                   and (w.plugin, w.bucket) not in held]
-        return rows + shipped
+        return rows + [w for w in shipped if w.op == op and w.dtype == dtype and w.flags == flags
+                       and (w.plugin, w.bucket) not in held]
 
     def _finished(self, group: tuple, future: Future) -> None:
         """On the reading thread: keep the rows, or mark the database down; tell dispatch if a call gave up

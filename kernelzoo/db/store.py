@@ -118,7 +118,7 @@ class Store:
     def transaction(self, fn: Callable[[Session], T], *, write: bool = False) -> T:
         """Run ``fn(session)`` in one transaction: commit, or roll back and raise DatabaseError."""
         if write and self.read_only:
-            raise ReadOnlyDatabase(self._read_only_message())
+            raise ReadOnlyDatabase(self.read_only_message())
         delay = 0.1
         for attempt in range(self.retries + 1):
             try:
@@ -135,11 +135,11 @@ class Store:
                     delay *= 2
                     continue
                 if any(s in lower for s in _READ_ONLY):
-                    raise ReadOnlyDatabase(self._read_only_message(message)) from exc
+                    raise ReadOnlyDatabase(self.read_only_message(message)) from exc
                 raise DatabaseError(f"tuning database {self.display_url}: {message}{_hint(lower)}") from exc
         raise AssertionError("unreachable")
 
-    def _read_only_message(self, detail: str = "") -> str:
+    def read_only_message(self, detail: str = "") -> str:
         why = self.read_only_reason or detail or "opened read-only"
         return (f"the tuning database {self.display_url} is read-only ({why}): its winners are used, but nothing "
                 f"can be stored in it; to tune, {_ADVICE} naming a writable file")
@@ -168,7 +168,7 @@ class Store:
         state = self.schema_state()
         if state.kind == "empty":
             if self.read_only:
-                raise ReadOnlyDatabase(self._read_only_message())
+                raise ReadOnlyDatabase(self.read_only_message())
             state = self.transaction(schema.create, write=True)
         schema.require(state, self.display_url)
         self._current = True
@@ -357,14 +357,15 @@ _readers: dict[str, Store] = {}
 _lock = threading.Lock()
 
 
-def open_store(url: str | None = None, *, check: bool = False) -> Store:
+def open_store(url: str | None = None, *, check: bool = False, write: bool = False) -> Store:
     """The database at ``url`` (a URL or a file path; default: :func:`kernelzoo.db.default_url`), opened once per
     process, its tables created if it is new.
 
     ``check`` runs SQLite's quick check first (~75 ms on a 25 MB database: the tuner does,
     an op call does not). A damaged kernelzoo file is replaced (:func:`replace_damaged`).
     Raises DatabaseError when the database cannot be opened, is not kernelzoo's, or its schema version does
-    not fit. A read-only database opens (for reading) if its tables exist.
+    not fit. A read-only database opens (for reading) if its tables exist; with ``write`` (the tuner) it is
+    refused at once, before any work whose results could not be stored.
     """
     url = to_url(url or default_url())
     try:
@@ -377,6 +378,8 @@ def open_store(url: str | None = None, *, check: bool = False) -> Store:
         store.ensure_schema()
     except CorruptDatabase as exc:
         store = replace_damaged(_stores.get(url), exc, url)
+    if write and store.read_only:
+        raise ReadOnlyDatabase(store.read_only_message())
     return store
 
 
