@@ -126,7 +126,7 @@ class Store:
                         session.begin():
                     return fn(session)
             except SQLAlchemyError as exc:
-                message = str(getattr(exc, "orig", None) or exc).strip()
+                message = " ".join(str(getattr(exc, "orig", None) or exc).split())  # a driver's lines, as one
                 lower = message.lower()
                 if any(s in lower for s in _CORRUPT):
                     raise CorruptDatabase(f"the tuning database {self.display_url} is damaged: {message}") from exc
