@@ -4,6 +4,7 @@ time. The PostgreSQL cases are in test_db_faults_pg.py."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -329,3 +330,84 @@ def test_the_cli_reports_each_database_fault_in_one_line(tmp_path):
                 assert needle in result.stdout, (name, result.stdout)
             else:
                 one_line_error(result, needle)
+
+
+# --- workers die with their tuner ----------------------------------------------------------------------------
+
+TUNER = """
+import sys
+from kernelzoo.db.store import open_store
+from kernelzoo.fingerprint import cpu_fingerprint
+from kernelzoo.registry import registry
+from kernelzoo.tuner.pool import WorkerPool
+from kernelzoo.tuner.search import Target, TuneOptions, search
+
+registry.load()
+store = open_store(sys.argv[1])
+trials = int(sys.argv[2])  # 0: open the study only
+with WorkerPool(600) as pool:
+    call = {"op": "kz_toy", "plugin": "planted", "device": "cpu", "dtype": "float32", "shape": [64], "params": {}}
+    found = pool.request("planted", "cpu", {"cmd": "describe", **call})
+    target = Target(op="kz_toy", plugin="planted", device="cpu", dtype="float32", shape=(64,), params={},
+                    fingerprint=cpu_fingerprint(), source_hash=found["source_hash"], bucket=tuple(found["bucket"]),
+                    flags=found["flags"], shape_text=found["shape_text"], config_space={"mode": ["hang", "ok"]},
+                    default_config={"mode": "hang"})
+    print("worker", pool._workers[("planted", "cpu")].proc.pid, flush=True)
+    result = search(store, pool, target, TuneOptions(trials=trials, timeout_s=600, budget_ms=5, calibrate=False))
+    print("done", result.ok, flush=True)
+"""
+
+
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.timeout(300)
+def test_a_sigkilled_tuner_leaves_no_worker_and_its_trial_is_failed_at_the_next_start(tmp_db, tmp_path, monkeypatch):
+    import optuna
+    from optuna.trial import TrialState
+    from tuning_helpers import planted_toys
+
+    from kernelzoo.tuner.search import optuna_storage
+
+    with planted_toys(monkeypatch):
+        script = tmp_path / "tuner.py"
+        script.write_text(TUNER)
+        tuner = subprocess.Popen([sys.executable, str(script), tmp_db, "1"], stdout=subprocess.PIPE, text=True)
+        try:
+            line = tuner.stdout.readline().split()
+            assert line[0] == "worker", line
+            worker = int(line[1])
+            storage = optuna_storage(tmp_db)
+            deadline = time.monotonic() + 120
+            running = []
+            while not running and time.monotonic() < deadline:
+                time.sleep(0.2)
+                running = [t for s in optuna.get_all_study_summaries(storage)
+                           for t in optuna.load_study(study_name=s.study_name, storage=storage).get_trials(
+                               states=(TrialState.RUNNING,)) if "tuner" in t.user_attrs]
+            assert running, "the tuner never started its trial"
+            time.sleep(1.0)  # the worker is in the hanging config now
+            tuner.kill()
+            tuner.wait()
+            deadline = time.monotonic() + 5
+            while not _gone(worker) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert _gone(worker), "the trial worker outlived its SIGKILLed tuner"
+        finally:
+            tuner.kill()
+            tuner.wait()
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(worker, 9)
+        study_name = optuna.get_all_study_summaries(storage)[0].study_name
+        (trial,) = optuna.load_study(study_name=study_name, storage=storage).get_trials()
+        assert trial.state == TrialState.RUNNING  # as the killed tuner left it
+        again = subprocess.run([sys.executable, str(script), tmp_db, "0"], capture_output=True, text=True,
+                               timeout=240)
+        assert again.returncode == 0 and "done 0" in again.stdout, again.stderr
+        states = [t.state for t in optuna.load_study(study_name=study_name, storage=storage).get_trials()]
+        assert states == [TrialState.FAIL]

@@ -4,6 +4,11 @@ A worker that dies (segfault, abort, illegal address) or does not answer a trial
 the timeout is killed; that trial fails with kind ``crash`` or ``timeout`` and the next
 request for the same plugin starts a fresh worker. Workers are started together, so their
 imports (torch: ~2 s each) overlap.
+
+Workers die with the tuner: each asks the kernel for SIGKILL when its parent dies
+(``PR_SET_PDEATHSIG``), so a tuner killed outright leaves no worker running its trial. The Optuna
+trial such a tuner left RUNNING is marked FAIL by the next tuner to open the study
+(:func:`fail_interrupted_trials`): each trial names the tuner that runs it (host and pid).
 """
 
 from __future__ import annotations
@@ -12,18 +17,23 @@ import json
 import os
 import select
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernelzoo.db.models import Outcome
 from kernelzoo.errors import KernelzooError
 from kernelzoo.timing import Timing
 
+if TYPE_CHECKING:
+    import optuna
+
 STARTUP_TIMEOUT_S = 300.0  # importing torch and triton on a cold file cache can take a minute
+TUNER_ATTR = "tuner"  # the Optuna trial's user attribute naming the tuner that runs it: "host:pid"
 
 
 class WorkerLost(KernelzooError, RuntimeError):
@@ -53,7 +63,8 @@ class Worker:
     def __init__(self) -> None:
         self.log = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the worker; close() closes it
         self.proc = subprocess.Popen([sys.executable, "-m", "kernelzoo.tuner.worker"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=self.log)
+                                     stdout=subprocess.PIPE, stderr=self.log,
+                                     env={**os.environ, "KERNELZOO_TUNER_PID": str(os.getpid())})
         self._buffer = b""
 
     def request(self, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
@@ -190,3 +201,43 @@ class WorkerPool:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def tuner_tag() -> str:
+    """This tuner, as a running trial names it: ``host:pid``."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie (dead, not yet reaped) is not running a trial
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def fail_interrupted_trials(study: optuna.Study) -> int:
+    """Mark FAIL the RUNNING trials of ``study`` whose tuner, on this host, is no longer alive; how many.
+
+    A trial of a tuner on another host, or of a live one here, is left as it is."""
+    from optuna.trial import TrialState
+
+    host = socket.gethostname()
+    failed = 0
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        owner = str(t.user_attrs.get(TUNER_ATTR, ""))
+        name, _, pid = owner.rpartition(":")
+        if name != host or not pid.isdigit() or _alive(int(pid)):
+            continue
+        try:
+            study._storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
+        except RuntimeError:  # another tuner ended it meanwhile
+            continue
+        failed += 1
+    return failed

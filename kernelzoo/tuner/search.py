@@ -27,7 +27,7 @@ from kernelzoo.db.records import Winner, add_trial, bucket_text
 from kernelzoo.db.store import Store, display_url, sqlite_path
 from kernelzoo.errors import DatabaseError
 from kernelzoo.fingerprint import Fingerprint
-from kernelzoo.tuner.pool import WorkerPool
+from kernelzoo.tuner.pool import TUNER_ATTR, WorkerPool, fail_interrupted_trials, tuner_tag
 
 _PRIMITIVE = (bool, int, float, str, type(None))  # what Optuna's categorical choices may hold
 
@@ -139,6 +139,7 @@ def search(store: Store, pool: WorkerPool, target: Target, options: TuneOptions,
     size = math.prod(len(v) for v in choices.values())
     study = optuna.create_study(study_name=target.study_name, storage=storage, direction="minimize",
                                 sampler=optuna.samplers.TPESampler(seed=options.seed), load_if_exists=True)
+    fail_interrupted_trials(study)  # left RUNNING by a tuner that was killed
     for name, value in (("op", target.op), ("plugin", target.plugin), ("dtype", target.dtype),
                         ("bucket", list(target.bucket)), ("flags", target.flags), ("shape", target.shape_text),
                         ("source_hash", target.source_hash), ("device", target.fingerprint.describe()),
@@ -202,6 +203,7 @@ def _config(target: Target, choices: Mapping[str, list[Any]], params: Mapping[st
 def _objective(store: Store, pool: WorkerPool, target: Target, options: TuneOptions,
                choices: Mapping[str, list[Any]], done: dict[str, _Measured]) -> Callable[[Trial], float]:
     def objective(trial: Trial) -> float:
+        trial.set_user_attr(TUNER_ATTR, tuner_tag())
         params = {name: trial.suggest_categorical(name, values) for name, values in choices.items()}
         key = _key(params)
         if key in done:  # TPE proposed a config this study measured: reuse the measurement

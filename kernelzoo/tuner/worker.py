@@ -19,9 +19,11 @@ start, so a kernel's ``printf`` cannot corrupt the protocol. Requests (``cmd``):
 
 from __future__ import annotations
 
+import ctypes
 import faulthandler
 import json
 import os
+import signal
 import sys
 import traceback
 from collections.abc import Callable, Mapping
@@ -182,7 +184,26 @@ def release_cached_memory() -> None:
         torch.cuda.empty_cache()
 
 
+PARENT_ENV = "KERNELZOO_TUNER_PID"  # the tuner's pid, set by kernelzoo.tuner.pool
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """Have the kernel SIGKILL this worker when the tuner that started it dies, however it dies (a SIGKILLed tuner
+    runs no cleanup): a hanging config must not outlive it. Linux only; elsewhere the tuner's close() ends it."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            return
+    parent = os.environ.get(PARENT_ENV)
+    if parent and os.getppid() != int(parent):  # the tuner died before the line above ran
+        os._exit(1)
+
+
 def main() -> None:
+    die_with_parent()
     protocol = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # kernel printf and print() land on stderr, never in the protocol
     sys.stdout = sys.stderr
