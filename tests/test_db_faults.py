@@ -411,3 +411,99 @@ def test_a_sigkilled_tuner_leaves_no_worker_and_its_trial_is_failed_at_the_next_
         assert again.returncode == 0 and "done 0" in again.stdout, again.stderr
         states = [t.state for t in optuna.load_study(study_name=study_name, storage=storage).get_trials()]
         assert states == [TrialState.FAIL]
+
+
+# --- load-aware timing ---------------------------------------------------------------------------------------
+
+
+def test_a_timing_is_busy_when_its_thread_waited_for_a_cpu_most_of_the_time():
+    from kernelzoo.timing import Load
+
+    assert Load(cores=2, loadavg=4.0, share=0.05, waited=0.95).busy("cpu").startswith("the host was busy")
+    assert Load(cores=2, loadavg=4.0, share=0.02, waited=0.01).busy("cpu") is None  # a kernel that sleeps
+    assert Load(cores=2, loadavg=0.1, share=0.05, pressure=0.95).busy("cpu") is not None  # no schedstat
+    assert Load(cores=2, loadavg=0.1, share=0.1, pressure=0.05).busy("cpu") is None
+    assert "1 other process(es) used the GPU" in Load(cores=2, loadavg=0.0, gpu_others=1).busy("cuda")
+    assert Load(cores=2, loadavg=9.0, waited=0.99, gpu_others=0).busy("cuda") is None
+
+
+SPIN = "import time\nend = time.time() + 90\nwhile time.time() < end: pass\n"
+
+
+@pytest.mark.timeout(400)
+def test_a_trial_timed_on_a_busy_host_is_marked_not_stored_and_measured_again_later(tmp_db, monkeypatch):
+    """Bounded spinning children keep every core busy several times over: the timing under them is marked busy,
+    no winner is stored, and the next run, on a quieter host, measures the config again and stores it."""
+    import optuna
+    from optuna.trial import TrialState
+    from tuning_helpers import planted_toys
+
+    from kernelzoo.tuner.pool import WorkerPool
+    from kernelzoo.tuner.progress import Progress
+    from kernelzoo.tuner.search import TuneOptions, optuna_storage
+    from kernelzoo.tuner.tune import tune_op
+
+    class Notes(Progress):
+        def __init__(self) -> None:
+            super().__init__(enabled=False)
+            self.lines: list[str] = []
+
+        def note(self, text: str) -> None:
+            self.lines.append(text)
+
+    options = TuneOptions(trials=1, timeout_s=120, budget_ms=100, warmup=1, calibrate=False)
+    with planted_toys(monkeypatch), WorkerPool(120, busy_retries=1, busy_wait_s=0.2) as pool:
+        store = open_store(tmp_db)
+        pool.start(["python"], "cpu")
+        pool.hello("python", "cpu")  # the worker's imports done before the load starts
+        spinners = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(8 * (os.cpu_count() or 1))]
+        try:
+            time.sleep(1.0)
+            notes = Notes()
+            (report,) = tune_op(store, pool, "kz_toy", device="cpu", plugins=["python"], shapes=[(1_000_000,)],
+                                dtypes=["float32"], options=options, progress=notes)
+        finally:
+            for spinner in spinners:
+                spinner.kill()
+            for spinner in spinners:
+                spinner.wait()
+        assert report.winner is None and winners(store, op="kz_toy") == []
+        assert any("timed while the machine was busy" in line for line in notes.lines), notes.lines
+        storage = optuna_storage(tmp_db)
+        (summary,) = optuna.get_all_study_summaries(storage)
+        trials = optuna.load_study(study_name=summary.study_name, storage=storage).get_trials()
+        assert trials and all("busy" in t.user_attrs and t.state == TrialState.FAIL for t in trials)
+        time.sleep(1.0)
+        (again,) = tune_op(store, pool, "kz_toy", device="cpu", plugins=["python"], shapes=[(1_000_000,)],
+                           dtypes=["float32"], options=options)
+    assert again.winner == "python" and [w.plugin for w in winners(store, op="kz_toy")] == ["python"]
+
+
+def test_the_two_fastest_winners_are_timed_again_interleaved_before_they_are_stored():
+    from kernelzoo.timing import Timing
+    from kernelzoo.tuner.pool import TrialResult
+    from kernelzoo.tuner.retime import retime_leaders
+    from kernelzoo.tuner.search import SearchResult, Target, TuneOptions
+
+    class Pool:
+        def __init__(self) -> None:
+            self.asked: list[str] = []
+
+        def trial(self, plugin: str, device: str, msg: dict) -> TrialResult:
+            self.asked.append(plugin)
+            times = {"a": (2.0, 2.0, 2.0, 2.0), "b": (1.0, 1.0, 1.0, 1.0)}[plugin]
+            return TrialResult(Timing(times))
+
+    def result(plugin: str, time_ms: float) -> SearchResult:
+        target = Target(op="relu", plugin=plugin, device="cpu", dtype="float32", shape=(8,), params={},
+                        fingerprint=cpu_fingerprint(), source_hash="x", bucket=(3,), flags="", shape_text="8",
+                        config_space={})
+        w = Winner(op="relu", plugin=plugin, source_hash="x", device=cpu_fingerprint(), dtype="float32", bucket=(3,),
+                   flags="", config={}, time_ms=time_ms, spread=0.01)
+        return SearchResult(target, w)
+
+    pool = Pool()
+    found = [result("a", 1.0), result("b", 1.1), result("c", 3.0)]
+    assert retime_leaders(pool, found, TuneOptions()) == []
+    assert pool.asked == ["a", "b", "b", "a"]  # the third is not re-timed
+    assert [r.winner.time_ms for r in found] == [2.0, 1.0, 3.0]  # b is the faster one after all

@@ -27,12 +27,14 @@ from typing import TYPE_CHECKING, Any
 
 from kernelzoo.db.models import Outcome
 from kernelzoo.errors import KernelzooError
-from kernelzoo.timing import Timing
+from kernelzoo.timing import Load, Timing
 
 if TYPE_CHECKING:
     import optuna
 
 STARTUP_TIMEOUT_S = 300.0  # importing torch and triton on a cold file cache can take a minute
+BUSY_RETRIES = 2  # a trial timed under load is timed again this many times, after BUSY_WAIT_S each
+BUSY_WAIT_S = 1.0
 TUNER_ATTR = "tuner"  # the Optuna trial's user attribute naming the tuner that runs it: "host:pid"
 
 
@@ -51,6 +53,7 @@ class TrialResult:
     timing: Timing | None
     outcome: Outcome = Outcome.OK
     message: str = ""
+    busy: str = ""  # why the timing was taken under a load that makes it unusable ('' if it was not)
 
     @property
     def ok(self) -> bool:
@@ -138,9 +141,11 @@ class Worker:
 class WorkerPool:
     """Workers by (plugin, device), started on first use and replaced when lost."""
 
-    def __init__(self, trial_timeout_s: float, startup_timeout_s: float = STARTUP_TIMEOUT_S) -> None:
+    def __init__(self, trial_timeout_s: float, startup_timeout_s: float = STARTUP_TIMEOUT_S,
+                 busy_retries: int = BUSY_RETRIES, busy_wait_s: float = BUSY_WAIT_S) -> None:
         self.trial_timeout_s = trial_timeout_s
         self.startup_timeout_s = startup_timeout_s
+        self.busy_retries, self.busy_wait_s = busy_retries, busy_wait_s
         self._workers: dict[tuple[str, str], Worker] = {}
         self._started: dict[tuple[str, str], bool] = {}
 
@@ -179,14 +184,22 @@ class WorkerPool:
         return self.request(plugin, device, {"cmd": "hello", "device": device}, self.startup_timeout_s)
 
     def trial(self, plugin: str, device: str, msg: dict[str, Any]) -> TrialResult:
-        """Run one trial; a lost worker is a failed trial, never an exception."""
-        try:
-            reply = self.request(plugin, device, {"cmd": "trial", **msg})
-        except WorkerLost as lost:
-            return TrialResult(None, lost.kind, str(lost))
-        if reply.get("ok"):
-            return TrialResult(Timing(tuple(reply["times_ms"])))
-        return TrialResult(None, Outcome(reply.get("kind", "error")), reply.get("message", ""))
+        """Run one trial; a lost worker is a failed trial, never an exception. A timing the worker found taken under
+        load (``busy``) is taken again after a pause, ``busy_retries`` times at most; the last one is returned."""
+        for attempt in range(self.busy_retries + 1):
+            if attempt:
+                time.sleep(self.busy_wait_s)
+            try:
+                reply = self.request(plugin, device, {"cmd": "trial", **msg})
+            except WorkerLost as lost:
+                return TrialResult(None, lost.kind, str(lost))
+            if not reply.get("ok"):
+                return TrialResult(None, Outcome(reply.get("kind", "error")), reply.get("message", ""))
+            load = Load(**reply["load"]) if reply.get("load") else None
+            result = TrialResult(Timing(tuple(reply["times_ms"]), load=load), busy=reply.get("busy") or "")
+            if not result.busy:
+                break
+        return result
 
     def close(self) -> None:
         """Stop every worker; they exit (tearing torch down: ~1 s each) side by side."""

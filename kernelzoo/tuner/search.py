@@ -30,6 +30,7 @@ from kernelzoo.fingerprint import Fingerprint
 from kernelzoo.tuner.pool import TUNER_ATTR, WorkerPool, fail_interrupted_trials, tuner_tag
 
 _PRIMITIVE = (bool, int, float, str, type(None))  # what Optuna's categorical choices may hold
+BUSY_ATTR = "busy"  # a trial's user attribute: why its timing was taken under a load that makes it unusable
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,7 @@ class SearchResult:
     ok: int = 0
     failures: dict[str, int] = field(default_factory=dict)  # outcome -> trials
     first_failure: str = ""
+    busy: int = 0  # trials timed while the machine was busy: not used, measured again by the next run
 
 
 class TrialFailed(Exception):
@@ -220,6 +222,9 @@ def _objective(store: Store, pool: WorkerPool, target: Target, options: TuneOpti
             **target.request(), "config": config, "seed": seed, "warmup": options.warmup,
             "budget_ms": options.budget_ms})
         timing = result.timing
+        if result.busy:  # not a measurement to rank on: the trial ends without an outcome, so a later run redoes it
+            trial.set_user_attr(BUSY_ATTR, result.busy[:2000])
+            raise TrialFailed(result.busy)
         add_trial(store, study_name=target.study_name, op=target.op, plugin=target.plugin, device=target.fingerprint,
                   shape=target.shape_text, config=config, outcome=result.outcome, message=result.message,
                   time_ms=timing.median_ms if timing else None, spread=timing.spread if timing else None)
@@ -257,6 +262,7 @@ def _result(store: Store, study: optuna.Study, target: Target, choices: Mapping[
     best = None
     for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL)):
         if "outcome" not in t.user_attrs or "repeat_of" in t.user_attrs:
+            out.busy += BUSY_ATTR in t.user_attrs and "outcome" not in t.user_attrs
             continue
         if t.state == TrialState.COMPLETE and t.value is not None:
             out.ok += 1

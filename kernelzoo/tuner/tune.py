@@ -24,6 +24,7 @@ from kernelzoo.registry import FLOATS, dtype_name, parse_dtype, registry
 from kernelzoo.tuner.ceilings import Ceilings, device_ceilings
 from kernelzoo.tuner.pool import WorkerLost, WorkerPool
 from kernelzoo.tuner.progress import Progress
+from kernelzoo.tuner.retime import retime_leaders
 from kernelzoo.tuner.search import SearchResult, Target, TuneOptions, search
 
 PROBE = "(device)"  # the pool key of a worker that only reports on the device
@@ -172,7 +173,13 @@ def _tune_key(store: Store, pool: WorkerPool, op: str, names: list[str], device:
     # say) stores none of them, and dispatch keeps using the nearest key whose plugins were all compared,
     # rather than the one or two plugins tuned before the stop. Their trials are stored as they run, so the
     # next run resumes each study and stores the key.
+    label = f"{op} {dtype} {report.shape_text}"
+    for note in retime_leaders(pool, [r.result for r in plugin_reports if r.result is not None], options):
+        progress.note(f"{label} {note}")
     for r in plugin_reports:
+        if r.result is not None and r.result.busy:
+            progress.note(f"{label} {r.plugin}: {r.result.busy} trial(s) timed while the machine was busy were not "
+                          "used; `kernelzoo tune` measures them again (best when the machine is idle)")
         if r.result is not None and r.result.winner is not None:
             records.save_winner(store, r.result.winner)
     report.plugins = plugin_reports

@@ -10,7 +10,8 @@ start, so a kernel's ``printf`` cannot corrupt the protocol. Requests (``cmd``):
   call, and the key parts: ``available, reason, supports, source_hash, bucket, flags, flops,
   bytes, shape_text, config_space``.
 - ``trial`` {... as describe, config, seed, warmup, budget_ms}: fresh inputs from ``seed``, run,
-  compare with the reference at the op's tolerance, then time; ``{times_ms}`` or
+  compare with the reference at the op's tolerance, then time; ``{times_ms, load, busy}`` (the
+  machine's load over the timed runs, and why it makes the times unusable, or null) or
   ``{ok: false, kind, message, fatal}``. ``fatal`` means the device is unusable (a sticky CUDA
   error): the worker exits after replying and the parent starts a fresh one.
 - ``calibrate`` {device}: measured copy bandwidth and float32 (and on GPUs fp16/bf16) matmul rates.
@@ -20,6 +21,7 @@ start, so a kernel's ``printf`` cannot corrupt the protocol. Requests (``cmd``):
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import faulthandler
 import json
 import os
@@ -117,7 +119,9 @@ def trial(msg: dict[str, Any]) -> dict[str, Any]:
     # makes the GPU do (the host's per-call time hardly depends on the config; it does on the plugin)
     timing = time_fn(lambda: impl.run(call, config), call.device, warmup=int(msg.get("warmup", 3)),
                      budget_ms=float(msg.get("budget_ms", 200)), setup=restore if saved else None, hide_host=True)
-    return {"ok": True, "times_ms": list(timing.times_ms)}
+    load = timing.load
+    return {"ok": True, "times_ms": list(timing.times_ms), "load": dataclasses.asdict(load) if load else None,
+            "busy": load.busy(call.device.type) if load else None}
 
 
 def hello(msg: dict[str, Any]) -> dict[str, Any]:
