@@ -36,10 +36,12 @@ L2_FLUSH_BYTES = 256 << 20
 
 
 # Load.busy's thresholds. A CPU timing is unusable when its thread spent most of the timed wall time waiting in the
-# run queue for a CPU that other tasks held (it then runs several times slower than on a free core, however steady);
-# a thread that sleeps or waits on memory is not waiting for a CPU. Without the scheduler's per-thread figures, a
-# thread that got little CPU while the kernel saw tasks waiting most of the time stands in for it.
+# run queue for a CPU that other tasks held, and was put back on a CPU at least once for every other run (so that
+# the median run, not just a few, holds such a wait); it then runs many times slower than on a free core, however
+# steady. A thread that sleeps or waits on memory is not waiting for a CPU. Without the scheduler's per-thread
+# figures, a thread that got little CPU while the kernel saw tasks waiting most of the time stands in for it.
 BUSY_WAITED = 0.9
+BUSY_SLICES_PER_RUN = 0.5
 BUSY_SHARE = 0.1
 BUSY_PRESSURE = 0.9
 BUSY_GPU_UTIL = 10  # percent of the SMs another process used while a GPU timing ran
@@ -54,6 +56,7 @@ class Load:
     share: float | None = None  # the timing thread's CPU time over the wall time (1.0: it never waited)
     waited: float | None = None  # the share of the wall time the timing thread waited for a CPU (schedstat)
     pressure: float | None = None  # the share of the wall time some task waited for a CPU (Linux PSI)
+    slices_per_run: float | None = None  # times the timing thread was put on a CPU, per timed run (schedstat)
     gpu_others: int | None = None  # other processes that used the GPU while it was timed (NVML)
 
     def busy(self, device_type: str) -> str | None:
@@ -63,7 +66,7 @@ class Load:
                 return f"{self.gpu_others} other process(es) used the GPU while it was timed"
             return None
         if self.waited is not None:
-            if self.waited < BUSY_WAITED:
+            if self.waited < BUSY_WAITED or (self.slices_per_run or 0.0) < BUSY_SLICES_PER_RUN:
                 return None
             why = f"the timing thread waited for a CPU {self.waited:.0%} of the time"
         elif (self.share is not None and self.share < BUSY_SHARE and self.pressure is not None
@@ -83,9 +86,15 @@ def _read_number(path: str, pick: Callable[[str], str]) -> float | None:
         return None
 
 
-def _waited_ns() -> float | None:
-    """Nanoseconds this thread has waited in a run queue (/proc/thread-self/schedstat), or None."""
-    return _read_number("/proc/thread-self/schedstat", lambda text: text.split()[1])
+def _schedstat() -> tuple[float, float] | None:
+    """Nanoseconds this thread has waited in a run queue, and times it was put on a CPU
+    (/proc/thread-self/schedstat), or None."""
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            _, waited, slices = f.read().split()[:3]
+        return float(waited), float(slices)
+    except (OSError, ValueError):
+        return None
 
 
 def _pressure_us() -> float | None:
@@ -103,12 +112,16 @@ class LoadMeter:
 
     def start(self) -> None:
         self._wall, self._cpu = time.perf_counter(), time.thread_time()
-        self._waited, self._pressure = _waited_ns(), _pressure_us()
+        self._sched, self._pressure = _schedstat(), _pressure_us()
         self._gpu_since = _gpu_now_us() if self.device.type == "cuda" else None
 
-    def stop(self) -> Load:
+    def stop(self, runs: int) -> Load:
+        """The load since ``start()``, over which the thread timed ``runs`` runs."""
         wall = time.perf_counter() - self._wall
-        cpu, waited, pressure = time.thread_time() - self._cpu, _waited_ns(), _pressure_us()
+        cpu, sched, pressure = time.thread_time() - self._cpu, _schedstat(), _pressure_us()
+        waited = slices = None
+        if sched is not None and self._sched is not None:
+            waited, slices = sched[0] - self._sched[0], (sched[1] - self._sched[1]) / max(runs, 1)
 
         def fraction(now: float | None, before: float | None, unit: float) -> float | None:
             if now is None or before is None or wall <= 0:
@@ -116,8 +129,8 @@ class LoadMeter:
             return max(0.0, min(1.0, (now - before) / unit / wall))
 
         return Load(cores=self.cores, loadavg=os.getloadavg()[0] / self.cores,
-                    share=fraction(cpu, 0.0, 1.0), waited=fraction(waited, self._waited, 1e9),
-                    pressure=fraction(pressure, self._pressure, 1e6),
+                    share=fraction(cpu, 0.0, 1.0), waited=fraction(waited, 0.0, 1e9),
+                    pressure=fraction(pressure, self._pressure, 1e6), slices_per_run=slices,
                     gpu_others=_gpu_others(self.device, self._gpu_since) if self._gpu_since is not None else None)
 
 
@@ -232,7 +245,7 @@ def _time_cpu(fn: Callable[[], Any], setup: Callable[[], Any], warmup: int, budg
         t0 = time.perf_counter()
         fn()
         times.append((time.perf_counter() - t0) * 1e3)
-    return Timing(tuple(times), load=meter.stop())
+    return Timing(tuple(times), load=meter.stop(len(times)))
 
 
 @functools.cache
@@ -284,7 +297,7 @@ def _time_cuda(fn: Callable[[], Any], setup: Callable[[], Any], device: torch.de
             fn()
             finish.record()
         torch.cuda.synchronize()
-        load = meter.stop()
+        load = meter.stop(len(events))
     return Timing(tuple(b.elapsed_time(f) for b, f in events), host_ms, load)
 
 

@@ -3,7 +3,8 @@
 An op call never writes and never waits long on the database:
 
 - Winners are read through a read-only connection with short timeouts (:func:`store.open_reader`),
-  on a background thread; a call waits at most :data:`WAIT_S` for it. Past that, or when the
+  on a background thread; a call waits at most 0.1 s for it (``$KERNELZOO_DB_WAIT_MS`` sets
+  another bound: a host so loaded that a local read takes longer may want one). Past that, or when the
   database cannot be read, the call runs the default order, one warning says why, and a later
   call uses the winners once the read has finished (or tries again after :data:`RETRY_S`).
 - The shipped winners (``tuning_db/*.json``) of this hardware are read from their files where
@@ -42,7 +43,8 @@ from kernelzoo.registry import Call, Op, dtype_name, registry
 if TYPE_CHECKING:
     from kernelzoo.db.records import Miss, Winner
 
-WAIT_S = 0.1  # the most an op call waits for the database
+WAIT_ENV = "KERNELZOO_DB_WAIT_MS"  # the most an op call waits for the database, in ms (default 100)
+WAIT_S = 0.1
 RETRY_S = 30.0  # after a failed read, calls run the default order this long before the next try
 EXIT_FLUSH_S = 3.0  # the most the interpreter's exit waits to record missed keys
 # stacklevel of the warnings: about the caller of kernelzoo.explain, or kernelzoo.ops' wrapper for an op call
@@ -55,6 +57,14 @@ def _params(call: Call) -> dict[str, Any]:
         return json.loads(json.dumps(call.params))
     except (TypeError, ValueError):
         return {}
+
+
+def wait_s() -> float:
+    """How long an op call waits for the database: ``$KERNELZOO_DB_WAIT_MS``, else :data:`WAIT_S`."""
+    try:
+        return max(0.0, float(os.environ[WAIT_ENV]) / 1000)
+    except (KeyError, ValueError):
+        return WAIT_S
 
 
 def _why(exc: BaseException) -> str:
@@ -137,9 +147,13 @@ class WinnerLookup:
             if group in self._late:
                 return None  # a read is under way; the caller was told once
             future = self._reads.get(group)
-            if future is None:
-                future = self._reads[group] = self._start_read(group)
-        wait([future], timeout=WAIT_S)
+        if future is None:
+            shipped = self._prepare(here)
+            with self._lock:
+                future = self._reads.get(group)
+                if future is None:
+                    future = self._reads[group] = self._start_read(group, shipped)
+        wait([future], timeout=wait_s())
         with self._lock:
             if group in self._groups:
                 return self._groups[group]
@@ -152,16 +166,18 @@ class WinnerLookup:
                 return None
             self._late.add(group)
             self._warn_locked(("slow", url), f"kernelzoo: the tuning database {_shown(url)} did not answer within "
-                              f"{WAIT_S:g} s; calls run the default order until it does")
+                              f"{wait_s():g} s; calls run the default order until it does")
             return None
 
-    def _start_read(self, group: tuple) -> Future:
-        # what costs time without touching the database is done here, outside the wait: SQLAlchemy's import on
-        # the first call of a process, and the shipped files' parse
+    def _prepare(self, here: Fingerprint) -> list[Winner]:
+        """What costs time without touching the database, done before the wait: SQLAlchemy's import on the first
+        call of a process, and the shipped files' parse. The shipped rows of ``here``."""
         import kernelzoo.db.records
         import kernelzoo.db.store  # noqa: F401
 
-        shipped = self._shipped_rows(group[2])
+        return self._shipped_rows(here)
+
+    def _start_read(self, group: tuple, shipped: list[Winner]) -> Future:
         future: Future = Future()
 
         def work() -> None:

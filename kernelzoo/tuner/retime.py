@@ -12,19 +12,21 @@ from __future__ import annotations
 import statistics
 from dataclasses import replace
 
+from kernelzoo.db.records import Winner
 from kernelzoo.tuner.pool import WorkerPool
 from kernelzoo.tuner.search import SearchResult, TuneOptions
 
 ROUNDS = 2  # re-times of each of the two: A B, then B A
 
 
-def retime_leaders(pool: WorkerPool, results: list[SearchResult], options: TuneOptions) -> list[str]:
-    """Re-time the two fastest winners of ``results`` (one key's searches) interleaved, and set each one's time to
-    the median of its rounds; a winner whose re-time fails or is taken under load is dropped (its result's
-    ``winner`` set to None). What was dropped and why, one line each."""
+def retime_leaders(pool: WorkerPool, results: list[SearchResult],
+                   options: TuneOptions) -> tuple[dict[str, Winner | None], list[str]]:
+    """Re-time the two fastest winners of ``results`` (one key's searches) interleaved, unless neither search
+    measured anything in this run. The winners to store instead of theirs, by plugin: each at the median of its
+    rounds, or None where its re-time failed or was taken under load; and what was dropped and why, one line each."""
     ranked = sorted((r for r in results if r.winner is not None), key=lambda r: r.winner.time_ms)[:2]
-    if len(ranked) < 2:
-        return []
+    if len(ranked) < 2 or not any(r.measured for r in ranked):
+        return {}, []
     times: dict[int, list[float]] = {id(r): [] for r in ranked}
     spreads: dict[int, list[float]] = {id(r): [] for r in ranked}
     dropped: dict[int, str] = {}
@@ -44,12 +46,12 @@ def retime_leaders(pool: WorkerPool, results: list[SearchResult], options: TuneO
             else:
                 times[id(r)].append(result.timing.median_ms)
                 spreads[id(r)].append(result.timing.spread)
-    notes = []
+    notes, found = [], {}
     for r in ranked:
         if id(r) in dropped:
             notes.append(f"{r.target.plugin}: not stored, {dropped[id(r)]}")
-            r.winner = None
+            found[r.target.plugin] = None
         else:
-            r.winner = replace(r.winner, time_ms=statistics.median(times[id(r)]),
-                               spread=max(r.winner.spread, *spreads[id(r)]))
-    return notes
+            found[r.target.plugin] = replace(r.winner, time_ms=statistics.median(times[id(r)]),
+                                             spread=max(r.winner.spread, *spreads[id(r)]))
+    return found, notes

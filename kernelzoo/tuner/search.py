@@ -87,6 +87,7 @@ class SearchResult:
     failures: dict[str, int] = field(default_factory=dict)  # outcome -> trials
     first_failure: str = ""
     busy: int = 0  # trials timed while the machine was busy: not used, measured again by the next run
+    measured: int = 0  # trials this run started (0: the study was complete already)
 
 
 class TrialFailed(Exception):
@@ -172,7 +173,9 @@ def search(store: Store, pool: WorkerPool, target: Target, options: TuneOptions,
         report(study)
         study.optimize(_objective(store, pool, target, options, choices, done), n_trials=todo,
                        catch=(TrialFailed,), callbacks=[report])
-    return _result(store, study, target, choices)
+    result = _result(store, study, target, choices)
+    result.measured = todo
+    return result
 
 
 def _first_params(choices: Mapping[str, list[Any]], configs: tuple[Mapping[str, Any], ...]) -> list[dict[str, Any]]:

@@ -174,14 +174,16 @@ def _tune_key(store: Store, pool: WorkerPool, op: str, names: list[str], device:
     # rather than the one or two plugins tuned before the stop. Their trials are stored as they run, so the
     # next run resumes each study and stores the key.
     label = f"{op} {dtype} {report.shape_text}"
-    for note in retime_leaders(pool, [r.result for r in plugin_reports if r.result is not None], options):
+    retimed, notes = retime_leaders(pool, [r.result for r in plugin_reports if r.result is not None], options)
+    for note in notes:
         progress.note(f"{label} {note}")
     for r in plugin_reports:
         if r.result is not None and r.result.busy:
             progress.note(f"{label} {r.plugin}: {r.result.busy} trial(s) timed while the machine was busy were not "
                           "used; `kernelzoo tune` measures them again (best when the machine is idle)")
-        if r.result is not None and r.result.winner is not None:
-            records.save_winner(store, r.result.winner)
+        winner = retimed.get(r.plugin, r.result.winner) if r.result is not None else None
+        if winner is not None:
+            records.save_winner(store, winner)
     report.plugins = plugin_reports
     report.winner = _key_winner(store, report, fp)
     if report.winner is None:  # nothing current stored (a read-only store, say): this run's fastest
