@@ -90,8 +90,8 @@ def _database(url: str | None) -> int:
           f"({sum(len(s) for _, _, s in keys)} stale), {n['devices']} device(s), {n['trials']} trial(s), "
           f"{n['missed keys']} missed key(s) pending")
     if skipped:
-        _line("bad rows", False, f"{len(skipped)} row(s) that op calls skip (fix or delete them, or "
-              "`kernelzoo db prune`):")
+        _line("bad rows", False, f"{len(skipped)} row(s) that op calls skip; fix or delete them, or re-tune "
+              "their keys:")
         for line in skipped:
             print(f"      {line}")
     files = shipped_files()

@@ -15,7 +15,7 @@ import json
 import math
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import optuna
@@ -225,6 +225,8 @@ def _objective(store: Store, pool: WorkerPool, target: Target, options: TuneOpti
             **target.request(), "config": config, "seed": seed, "warmup": options.warmup,
             "budget_ms": options.budget_ms})
         timing = result.timing
+        if timing is not None and timing.load is not None:
+            trial.set_user_attr("load", asdict(timing.load))  # the machine's load while it was timed
         if result.busy:  # not a measurement to rank on: the trial ends without an outcome, so a later run redoes it
             trial.set_user_attr(BUSY_ATTR, result.busy[:2000])
             raise TrialFailed(result.busy)
