@@ -201,9 +201,14 @@ def die_with_parent() -> None:
             libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         except (OSError, AttributeError):
             return
-    parent = os.environ.get(PARENT_ENV)
-    if parent and os.getppid() != int(parent):  # the tuner died before the line above ran
-        os._exit(1)
+    parent = os.environ.get(PARENT_ENV, "")
+    if parent.isdigit() and os.getppid() != int(parent):  # reparented: did the tuner die before the line above?
+        try:
+            os.kill(int(parent), 0)
+        except ProcessLookupError:
+            os._exit(1)
+        except PermissionError:
+            pass
 
 
 def main() -> None:
