@@ -521,3 +521,28 @@ def test_the_two_fastest_winners_are_timed_again_interleaved_before_they_are_sto
     retimed, notes = retime_leaders(pool, found, TuneOptions())
     assert notes == [] and pool.asked == ["a", "b", "b", "a"]  # the third is not re-timed
     assert {plugin: w.time_ms for plugin, w in retimed.items()} == {"a": 2.0, "b": 1.0}  # b is the faster after all
+
+
+def test_only_the_running_trials_of_a_tuner_that_is_gone_are_failed():
+    import socket
+
+    import optuna
+    from optuna.trial import TrialState
+
+    from kernelzoo.tuner.pool import TUNER_ATTR, fail_interrupted_trials
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    study = optuna.create_study()
+    owners = {"live": f"{socket.gethostname()}:{os.getpid()}", "gone": f"{socket.gethostname()}:{gone.pid}",
+              "elsewhere": f"another-host-{socket.gethostname()}:{gone.pid}", "unnamed": None}
+    trials = {}
+    for name, owner in owners.items():
+        trials[name] = study.ask()
+        if owner is not None:
+            trials[name].set_user_attr(TUNER_ATTR, owner)
+    assert fail_interrupted_trials(study) == 1
+    states = {t.number: t.state for t in study.get_trials()}
+    assert {name: states[t.number] for name, t in trials.items()} == {
+        "live": TrialState.RUNNING, "gone": TrialState.FAIL, "elsewhere": TrialState.RUNNING,
+        "unnamed": TrialState.RUNNING}

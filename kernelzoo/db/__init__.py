@@ -3,8 +3,8 @@
 Importing this package is cheap; SQLAlchemy loads when a database is first opened.
 
 Op calls only read it (:mod:`kernelzoo.db.lookup`). What they would otherwise write happens at
-points a program or a command chooses: :func:`import_shipped` stores the shipped winners
-(``kernelzoo tune`` does it first; until then a lookup reads the shipped files directly), and
+points a program or a command chooses: :func:`import_shipped` (``kernelzoo db import --shipped``)
+stores the shipped winners (until then a lookup reads the shipped files directly), and
 :func:`flush_misses` records the keys that calls found no tuned winner for (it also runs at exit).
 """
 
