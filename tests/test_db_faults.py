@@ -467,9 +467,9 @@ def test_a_trial_timed_on_a_busy_host_is_marked_not_stored_and_measured_again_la
         store = open_store(tmp_db)
         pool.start(["python"], "cpu")
         pool.hello("python", "cpu")  # the worker's imports done before the load starts
-        spinners = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(8 * (os.cpu_count() or 1))]
+        spinners = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(12 * (os.cpu_count() or 1))]
         try:
-            time.sleep(1.0)
+            time.sleep(3.0)  # every spinner started
             notes = Notes()
             (report,) = tune_op(store, pool, "kz_toy", device="cpu", plugins=["python"], shapes=[(1_000_000,)],
                                 dtypes=["float32"], options=options, progress=notes)
@@ -478,11 +478,11 @@ def test_a_trial_timed_on_a_busy_host_is_marked_not_stored_and_measured_again_la
                 spinner.kill()
             for spinner in spinners:
                 spinner.wait()
-        assert report.winner is None and winners(store, op="kz_toy") == []
-        assert any("timed while the machine was busy" in line for line in notes.lines), notes.lines
         storage = optuna_storage(tmp_db)
         (summary,) = optuna.get_all_study_summaries(storage)
         trials = optuna.load_study(study_name=summary.study_name, storage=storage).get_trials()
+        assert report.winner is None and winners(store, op="kz_toy") == [], [t.user_attrs for t in trials]
+        assert any("timed while the machine was busy" in line for line in notes.lines), notes.lines
         assert trials and all("busy" in t.user_attrs and t.state == TrialState.FAIL for t in trials)
         time.sleep(1.0)
         (again,) = tune_op(store, pool, "kz_toy", device="cpu", plugins=["python"], shapes=[(1_000_000,)],
