@@ -69,11 +69,17 @@ def set_winner_source(source: WinnerSource | None) -> None:
 
 def clear_cache() -> None:
     """Forget cached choices (after tuning, or when the database changed), the winner source's too."""
-    _cache.clear()
-    _chosen.clear()
+    forget_choices()
     forget = getattr(_winner_source, "clear", None)
     if forget is not None:
         forget()
+
+
+def forget_choices() -> None:
+    """Forget cached choices only, so that the next calls ask the winner source again (it calls this from its
+    reading thread when winners it could not give in time have arrived)."""
+    _cache.clear()
+    _chosen.clear()
 
 
 class use:

@@ -175,31 +175,32 @@ def test_a_newer_schema_is_never_written_and_the_message_names_the_version(tmp_d
     assert hashlib.sha256(Path(path).read_bytes()).hexdigest() == before
 
 
-@pytest.mark.parametrize("damage", ["garbage", "truncated", "found while reading"])
-def test_a_damaged_database_file_is_moved_aside_and_replaced(tmp_db, tmp_path, monkeypatch, damage):
+@pytest.mark.parametrize("damage", ["truncated", "found while reading"])
+def test_a_damaged_database_is_skipped_by_op_calls_and_moved_aside_when_opened_to_write(tmp_db, tmp_path,
+                                                                                        monkeypatch, damage):
     path = tmp_path / "tuning.sqlite"
-    if damage == "garbage":
-        path.write_bytes(b"this is not a database\n" * 200)
-    elif damage == "truncated":
+    if damage == "truncated":
         save_winner(open_store(tmp_db), relu_winner())
         forget_stores()
         with open(path, "r+b") as f:
             f.truncate(3 * 4096)  # of ~14 pages: the schema points past the end
     else:  # the schema reads fine, a later page does not
         open_store(tmp_db)
-        calls = []
 
-        def winners_damaged_once(*args, **kwargs):
-            calls.append(args)
-            if len(calls) == 1:
-                raise store.CorruptDatabase("the tuning database is damaged: database disk image is malformed")
-            return winners(*args, **kwargs)
+        def winners_damaged(*args, **kwargs):
+            raise store.CorruptDatabase("the tuning database is damaged: database disk image is malformed")
 
-        monkeypatch.setattr(records, "winners", winners_damaged_once)
-    with pytest.warns(RuntimeWarning, match="is damaged.*moved it to"):
+        monkeypatch.setattr(records, "winners", winners_damaged)
+    with pytest.warns(RuntimeWarning, match="is damaged"):
         assert explain().reason == "default order"
-    assert len(list(tmp_path.glob("tuning.sqlite.corrupt-*"))) == 1
-    assert winners(open_store(tmp_db)) == []
+    assert not list(tmp_path.glob("tuning.sqlite.corrupt-*"))  # an op call moves nothing
+    monkeypatch.undo()
+    if damage == "truncated":
+        with pytest.warns(RuntimeWarning, match="is damaged.*moved it to"):
+            open_store(tmp_db, check=True)
+        (moved,) = [p for p in tmp_path.glob("tuning.sqlite.corrupt-*") if not p.name.endswith(("-wal", "-shm"))]
+        assert moved.read_bytes()[:16] == store.SQLITE_HEADER
+        assert winners(open_store(tmp_db)) == []
 
 
 def test_a_locked_database_never_breaks_an_op(tmp_db, tmp_path, monkeypatch):
@@ -216,7 +217,8 @@ def test_a_locked_database_never_breaks_an_op(tmp_db, tmp_path, monkeypatch):
         holder.close()
 
 
-def test_shipped_winners_of_this_hardware_are_imported_once(tmp_db, tmp_path, monkeypatch):
+def test_shipped_winners_of_this_hardware_are_read_by_op_calls_and_imported_once_when_asked(tmp_db, tmp_path,
+                                                                                            monkeypatch):
     here = cpu_fingerprint()
     other_software = replace(here, compiler="gcc 99.1", driver="x")  # same chip, other versions
     other_chip = replace(here, name="Another CPU", isa="sse2")
@@ -228,17 +230,21 @@ def test_shipped_winners_of_this_hardware_are_imported_once(tmp_db, tmp_path, mo
     monkeypatch.setattr(shipped, "shipped_dir", lambda: tmp_path)
     assert explain().plugin == "python"
     assert explain().reason.startswith("tuned (exact bucket n=2^12); stale: torch (")  # kept, not run
+    assert not (tmp_path / "tuning.sqlite").exists()  # the op call read the file and wrote nothing
+    import kernelzoo.db
+
+    (imported,) = kernelzoo.db.import_shipped(tmp_db, devices=[here])
+    assert imported[1].imported == 2  # the current record, and the stale one kept for `tune --stale`
     db = open_store(tmp_db)
     stored = {w.plugin: w for w in winners(db)}
     assert {(w.origin, w.device) for w in stored.values()} == {(Origin.SHIPPED, here)}
     assert sorted(stored) == ["python", "torch"] and stored["torch"].source_hash == "0" * 16
     assert len(db.transaction(lambda s: s.scalars(select(ShippedImportModel)).all())) == 1
-    forget_stores()
-    with sqlite3.connect(tmp_path / "tuning.sqlite") as con:
-        con.execute("DELETE FROM kz_winners")
-    con.close()
-    reset_lookup()  # a new process: the file was imported once, so it is not imported again
-    assert explain().reason == "default order"
+    assert kernelzoo.db.import_shipped(tmp_db, devices=[here]) == []  # once per database and device
+    save_winner(db, replace(stored["python"], time_ms=9.0, origin=Origin.TUNED, config={}))
+    reset_lookup()  # a winner tuned here takes precedence over the shipped file's record of its plugin and key
+    assert explain().config == registry.impl("relu", "python").config({})
+    assert {w.plugin: w.time_ms for w in winners(db)}["python"] == 9.0
 
 
 def test_db_import_skips_records_of_other_devices_unless_asked(tmp_db, tmp_path):

@@ -35,6 +35,9 @@ def temporary_db(directory: Path, mp: pytest.MonkeyPatch) -> Iterator[str]:
     url = f"sqlite:///{directory / 'tuning.sqlite'}"
     mp.setenv("KERNELZOO_DB", url)
     mp.setenv("KERNELZOO_CACHE_DIR", str(directory / "cache"))  # compiled kernels too, never the user's
+    # a first read of the database may take longer than an op call waits on a loaded test host; the tests of that
+    # wait set their own
+    mp.setenv("KERNELZOO_DB_WAIT_MS", "10000")
     reset_lookup()
     try:
         yield url

@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+from kernelzoo.errors import ArgumentError
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("db", help="export, import, prune or upgrade the tuning database")
@@ -18,7 +20,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.set_defaults(func=run_export)
 
     i = db.add_parser("import", help="store the winners of an export (those of this machine's devices)")
-    i.add_argument("file", help="an export written by `kernelzoo db export`")
+    i.add_argument("file", nargs="?", help="an export written by `kernelzoo db export`")
+    i.add_argument("--shipped", action="store_true", help="store the shipped winners (tuning_db/) of this "
+                   "machine's devices instead (op calls read them from their files until then)")
     i.add_argument("--any-device", action="store_true", help="import records of every device, as they are")
     i.set_defaults(func=run_import)
 
@@ -55,6 +59,16 @@ def run_export(args: argparse.Namespace) -> int:
 
 def run_import(args: argparse.Namespace) -> int:
     import torch
+
+    if args.shipped == (args.file is not None):
+        raise ArgumentError("db import: pass an export FILE, or --shipped (not both)")
+    if args.shipped:
+        from kernelzoo.db import import_shipped
+
+        done = import_shipped(args.db)
+        print(f"kernelzoo: imported {sum(r.imported for _, r in done)} shipped winner(s) from {len(done)} file(s) "
+              "not imported before")
+        return 0
 
     from kernelzoo.db.store import open_store
     from kernelzoo.db.transfer import import_winners, read_file

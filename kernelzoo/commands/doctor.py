@@ -66,38 +66,54 @@ def _checks(args: argparse.Namespace) -> int:
 
 
 def _database(url: str | None) -> int:
-    from kernelzoo.db import default_url, schema
+    from kernelzoo.db import as_url, default_url
     from kernelzoo.db.models import SCHEMA_VERSION
-    from kernelzoo.db.ranking import by_key
+    from kernelzoo.db.ranking import by_key, config_problem
     from kernelzoo.db.records import counts, winners
     from kernelzoo.db.shipped import shipped_files
-    from kernelzoo.db.store import Store, open_store
+    from kernelzoo.db.store import Store, display_url, open_store
     from kernelzoo.errors import DatabaseError
+    from kernelzoo.registry import registry
 
-    url = url or default_url()
-    store = Store(url)
-    size = f", {store.path.stat().st_size / 1e6:.2f} MB" if store.path and store.path.exists() else ""
+    url = as_url(url or default_url())
     try:
-        state = schema.inspect_state(store)
+        store = Store(url)
+        size = f", {store.path.stat().st_size / 1e6:.2f} MB" if store.path and store.path.exists() else ""
+        state = store.schema_state()
         store.check_health()
     except DatabaseError as exc:
-        _line("database", False, f"{store.display_url}{size}: {exc}")
+        _line("database", False, f"{display_url(url)}: {exc}")
         return 1
     if state.kind not in ("current", "empty"):
         _line("database", False, f"{store.display_url}{size}: schema {state.kind} (version {state.version}, "
               f"this kernelzoo uses {SCHEMA_VERSION})")
         return 1
-    store = open_store(url)
-    from kernelzoo.registry import registry
-
+    try:
+        store = open_store(url)
+    except DatabaseError as exc:
+        _line("database", False, f"{store.display_url}{size}: {exc}")
+        return 1
     registry.load()
     n = counts(store)
-    keys = by_key(winners(store))
+    skipped: list[str] = []
+    rows = winners(store, skipped=skipped)
+    for w in rows:
+        impl = registry.impls.get(w.op, {}).get(w.plugin)
+        problem = config_problem(impl, w.config) if impl is not None and impl.source_hash == w.source_hash else None
+        if problem is not None:
+            skipped.append(f"{w.op}/{w.plugin} {w.dtype} bucket {','.join(map(str, w.bucket))}: {problem}")
+    keys = by_key(rows)
     current = sum(1 for w, _, _ in keys if w is not None)
-    _line("database", True, f"{store.display_url}{size}, schema version {SCHEMA_VERSION}, healthy")
+    read_only = f", read-only ({store.read_only_reason})" if store.read_only else ""
+    _line("database", True, f"{store.display_url}{size}, schema version {SCHEMA_VERSION}, healthy{read_only}")
     _line("winners", None, f"{current} key(s) with a current winner, {n['winners']} per-plugin row(s) "
           f"({sum(len(s) for _, _, s in keys)} stale), {n['devices']} device(s), {n['trials']} trial(s), "
           f"{n['missed keys']} missed key(s) pending")
+    if skipped:
+        _line("bad rows", False, f"{len(skipped)} row(s) that op calls skip; fix or delete them, or re-tune "
+              "their keys:")
+        for line in skipped:
+            print(f"      {line}")
     _ceilings(store)
     files = shipped_files()
     _line("shipped", None, ", ".join(f.name for f in files) if files else "no shipped winners files")

@@ -112,7 +112,7 @@ def run_tune(args: argparse.Namespace) -> int:
     device = check_device(args.device, "tune")
     options = _options(args)
     progress = Progress(enabled=not args.quiet, verbose=args.verbose)
-    store = open_store(args.db, check=True)
+    store = open_store(args.db, check=True, write=True)
     shared = not store.url.startswith("sqlite")  # a server database (PostgreSQL): tuners on other hosts join
     fleet_options = args.devices or args.workers or args.budget or args.floor_within is not None
     if (fleet_options or shared) and not (args.stale or args.verify):

@@ -6,11 +6,11 @@ choice depends only on the stored times and spreads and on :func:`dispatch.plugi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from kernelzoo.dispatch import plugin_order
-from kernelzoo.registry import registry
+from kernelzoo.registry import Implementation, registry
 
 if TYPE_CHECKING:
     from kernelzoo.db.records import Winner
@@ -41,6 +41,26 @@ def pick_winner(candidates: Sequence[C], device_type: str, op: str | None = None
     return min(tied, key=rank)
 
 
+def config_problem(impl: Implementation, config: Mapping[str, Any]) -> str | None:
+    """What keeps a stored ``config`` from running on ``impl``, or None: every key must be one of its config
+    space or its default config, every searched value one of the space's (a row is data: ``{"threads": 0}``
+    must never reach a kernel)."""
+    if not isinstance(config, Mapping):
+        return f"the config is {type(config).__name__}, expected a mapping"
+    unknown = sorted(str(k) for k in config if k not in impl.config_space and k not in impl.default_config)
+    if unknown:
+        return f"{', '.join(unknown)} not in {impl.op}/{impl.plugin}'s config space"
+    for name, value in config.items():
+        values = impl.config_space.get(name)
+        try:
+            outside = values is not None and value not in values
+        except TypeError:  # a value that cannot be compared with the space's
+            outside = True
+        if outside:
+            return f"{name}={value!r} is not in {impl.op}/{impl.plugin}'s space {list(values)}"
+    return None
+
+
 def by_key(rows: Sequence[Winner]) -> list[tuple[Winner | None, list[Winner], list[Winner]]]:
     """Per key (op, device, dtype, bucket, flags): the winner, the current candidates, the stale rows.
 
@@ -55,8 +75,8 @@ def by_key(rows: Sequence[Winner]) -> list[tuple[Winner | None, list[Winner], li
         impls = registry.impls.get(op, {})
         kind = group[0].device.kind
         allowed = set(plugin_order(kind, impls))
-        current = [w for w in group
-                   if w.plugin in allowed and registry.is_current(op, w.plugin, w.source_hash, w.config)]
+        current = [w for w in group if w.plugin in allowed and registry.is_current(op, w.plugin, w.source_hash)
+                   and config_problem(impls[w.plugin], w.config) is None]
         stale = [w for w in group if w not in current]
         out.append((pick_winner(current, kind, op) if current else None, current, stale))
     return out

@@ -6,12 +6,14 @@ ORM objects, so callers hold no session.
 
 from __future__ import annotations
 
+import json
+import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from dataclasses import replace as replace_fields
 from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import Text, delete, func, select, type_coerce
 from sqlalchemy.orm import Session
 
 from kernelzoo.db.models import DeviceModel, MissedKeyModel, Origin, Outcome, TrialModel, WinnerModel
@@ -126,24 +128,71 @@ def save_winner(store: Store, winner: Winner) -> bool:
 
 
 def winners(store: Store, *, op: str | None = None, device_hash: str | None = None, dtype: str | None = None,
-            flags: str | None = None) -> list[Winner]:
-    """Stored per-plugin winners matching the given key parts, ordered by key."""
-    query = select(WinnerModel, DeviceModel.details).join(DeviceModel, WinnerModel.device_id == DeviceModel.device_id)
+            flags: str | None = None, skipped: list[str] | None = None) -> list[Winner]:
+    """Stored per-plugin winners matching the given key parts, ordered by key.
+
+    A row is data, not trust: one that does not parse (its config or device not JSON objects, its bucket not
+    integers, an unknown origin) is left out and described in ``skipped``; without ``skipped``, one warning per
+    database and process says how many were (``kernelzoo doctor`` lists them).
+    """
+    columns = (WinnerModel.winner_id, WinnerModel.op, WinnerModel.plugin, WinnerModel.source_hash,
+               type_coerce(DeviceModel.details, Text), WinnerModel.dtype, WinnerModel.bucket, WinnerModel.flags,
+               type_coerce(WinnerModel.config, Text), WinnerModel.time_ms, WinnerModel.spread, WinnerModel.shape,
+               WinnerModel.trials, type_coerce(WinnerModel.origin, Text), type_coerce(WinnerModel.code_files, Text),
+               type_coerce(WinnerModel.params, Text))
+    query = select(*columns).join(DeviceModel, WinnerModel.device_id == DeviceModel.device_id)
     for column, value in ((WinnerModel.op, op), (DeviceModel.fingerprint_hash, device_hash),
                           (WinnerModel.dtype, dtype), (WinnerModel.flags, flags)):
         if value is not None:
             query = query.where(column == value)
     query = query.order_by(WinnerModel.op, DeviceModel.device_id, WinnerModel.dtype, WinnerModel.flags,
                            WinnerModel.bucket, WinnerModel.plugin)
+    bad: list[str] = []
 
     def read(session: Session) -> list[Winner]:
-        return [Winner(op=w.op, plugin=w.plugin, source_hash=w.source_hash, device=Fingerprint.from_dict(details),
-                       dtype=w.dtype, bucket=bucket_tuple(w.bucket), flags=w.flags, config=w.config,
-                       time_ms=w.time_ms, spread=w.spread, shape=w.shape, trials=w.trials, origin=w.origin,
-                       code_files=w.code_files or {}, params=w.params)
-                for w, details in session.execute(query)]
+        found = []
+        for row in session.execute(query):
+            try:
+                found.append(_winner_of(row))
+            except (TypeError, ValueError, KeyError, AttributeError) as exc:
+                bad.append(f"kz_winners row {row[0]} ({row[1]}/{row[2]} {row[5]} bucket {row[6]!r}): "
+                           f"{type(exc).__name__}: {exc}")
+        return found
 
-    return store.transaction(read)
+    found = store.transaction(read)
+    if skipped is not None:
+        skipped.extend(bad)
+    elif bad and "rows" not in store.warned:
+        store.warned.add("rows")
+        warnings.warn(f"kernelzoo: skipped {len(bad)} row(s) of the tuning database {store.display_url} that do not "
+                      f"parse, e.g. {bad[0]}; `kernelzoo doctor` lists them", RuntimeWarning, stacklevel=2)
+    return found
+
+
+def _json_object(value: Any, what: str) -> dict[str, Any]:
+    found = json.loads(value) if isinstance(value, (str, bytes)) else value
+    if not isinstance(found, dict):
+        raise TypeError(f"{what} is {type(found).__name__}, expected a JSON object")
+    return found
+
+
+def _winner_of(row: Any) -> Winner:
+    """A winner of one raw row; raises TypeError, ValueError or KeyError where a field does not parse."""
+    (_, op, plugin, source_hash, details, dtype, bucket, flags, config, time_ms, spread, shape, trials, origin,
+     code_files, params) = row
+    device = _json_object(details, "the device's details")
+    if not device:
+        raise ValueError("the device's details are empty")
+    bucket_ints = bucket_tuple(bucket)
+    if not bucket_ints:
+        raise ValueError("the bucket is empty")
+    origin_name = str(origin)
+    found = Origin[origin_name] if origin_name in Origin.__members__ else Origin(origin_name)
+    return Winner(op=op, plugin=plugin, source_hash=source_hash, device=Fingerprint.from_dict(device), dtype=dtype,
+                  bucket=bucket_ints, flags=flags, config=_json_object(config, "the config"),
+                  time_ms=float(time_ms), spread=float(spread), shape=shape, trials=int(trials), origin=found,
+                  code_files=_json_object(code_files, "the code's file hashes") if code_files is not None else {},
+                  params=_json_object(params, "the call's parameters") if params is not None else None)
 
 
 def delete_winners(session: Session, keys: Iterable[tuple]) -> int:

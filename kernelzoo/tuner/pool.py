@@ -4,6 +4,11 @@ A worker that dies (segfault, abort, illegal address) or does not answer a trial
 the timeout is killed; that trial fails with kind ``crash`` or ``timeout`` and the next
 request for the same plugin starts a fresh worker. Workers are started together, so their
 imports (torch: ~2 s each) overlap.
+
+Workers die with the tuner: each asks the kernel for SIGKILL when its parent dies
+(``PR_SET_PDEATHSIG``), so a tuner killed outright leaves no worker running its trial. The Optuna
+trial such a tuner left RUNNING is marked FAIL by the next tuner to open the study
+(:func:`fail_interrupted_trials`): each trial names the tuner that runs it (host and pid).
 """
 
 from __future__ import annotations
@@ -12,18 +17,25 @@ import json
 import os
 import select
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernelzoo.db.models import Outcome
 from kernelzoo.errors import KernelzooError
-from kernelzoo.timing import Timing
+from kernelzoo.timing import Load, Timing
+
+if TYPE_CHECKING:
+    import optuna
 
 STARTUP_TIMEOUT_S = 300.0  # importing torch and triton on a cold file cache can take a minute
+BUSY_RETRIES = 2  # a trial timed under load is timed again this many times, after BUSY_WAIT_S each
+BUSY_WAIT_S = 1.0
+TUNER_ATTR = "tuner"  # the Optuna trial's user attribute naming the tuner that runs it: "host:pid"
 
 
 class WorkerLost(KernelzooError, RuntimeError):
@@ -41,6 +53,7 @@ class TrialResult:
     timing: Timing | None
     outcome: Outcome = Outcome.OK
     message: str = ""
+    busy: str = ""  # why the timing was taken under a load that makes it unusable ('' if it was not)
 
     @property
     def ok(self) -> bool:
@@ -53,7 +66,8 @@ class Worker:
     def __init__(self) -> None:
         self.log = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the worker; close() closes it
         self.proc = subprocess.Popen([sys.executable, "-m", "kernelzoo.tuner.worker"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=self.log)
+                                     stdout=subprocess.PIPE, stderr=self.log,
+                                     env={**os.environ, "KERNELZOO_TUNER_PID": str(os.getpid())})
         self._buffer = b""
 
     def request(self, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
@@ -127,9 +141,11 @@ class Worker:
 class WorkerPool:
     """Workers by (plugin, device), started on first use and replaced when lost."""
 
-    def __init__(self, trial_timeout_s: float, startup_timeout_s: float = STARTUP_TIMEOUT_S) -> None:
+    def __init__(self, trial_timeout_s: float, startup_timeout_s: float = STARTUP_TIMEOUT_S,
+                 busy_retries: int = BUSY_RETRIES, busy_wait_s: float = BUSY_WAIT_S) -> None:
         self.trial_timeout_s = trial_timeout_s
         self.startup_timeout_s = startup_timeout_s
+        self.busy_retries, self.busy_wait_s = busy_retries, busy_wait_s
         self._workers: dict[tuple[str, str], Worker] = {}
         self._started: dict[tuple[str, str], bool] = {}
 
@@ -168,14 +184,22 @@ class WorkerPool:
         return self.request(plugin, device, {"cmd": "hello", "device": device}, self.startup_timeout_s)
 
     def trial(self, plugin: str, device: str, msg: dict[str, Any]) -> TrialResult:
-        """Run one trial; a lost worker is a failed trial, never an exception."""
-        try:
-            reply = self.request(plugin, device, {"cmd": "trial", **msg})
-        except WorkerLost as lost:
-            return TrialResult(None, lost.kind, str(lost))
-        if reply.get("ok"):
-            return TrialResult(Timing(tuple(reply["times_ms"])))
-        return TrialResult(None, Outcome(reply.get("kind", "error")), reply.get("message", ""))
+        """Run one trial; a lost worker is a failed trial, never an exception. A timing the worker found taken under
+        load (``busy``) is taken again after a pause, ``busy_retries`` times at most; the last one is returned."""
+        for attempt in range(self.busy_retries + 1):
+            if attempt:
+                time.sleep(self.busy_wait_s)
+            try:
+                reply = self.request(plugin, device, {"cmd": "trial", **msg})
+            except WorkerLost as lost:
+                return TrialResult(None, lost.kind, str(lost))
+            if not reply.get("ok"):
+                return TrialResult(None, Outcome(reply.get("kind", "error")), reply.get("message", ""))
+            load = Load(**reply["load"]) if reply.get("load") else None
+            result = TrialResult(Timing(tuple(reply["times_ms"]), load=load), busy=reply.get("busy") or "")
+            if not result.busy:
+                break
+        return result
 
     def close(self) -> None:
         """Stop every worker; they exit (tearing torch down: ~1 s each) side by side."""
@@ -190,3 +214,43 @@ class WorkerPool:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def tuner_tag() -> str:
+    """This tuner, as a running trial names it: ``host:pid``."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie (dead, not yet reaped) is not running a trial
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def fail_interrupted_trials(study: optuna.Study) -> int:
+    """Mark FAIL the RUNNING trials of ``study`` whose tuner, on this host, is no longer alive; how many.
+
+    A trial of a tuner on another host, or of a live one here, is left as it is."""
+    from optuna.trial import TrialState
+
+    host = socket.gethostname()
+    failed = 0
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        owner = str(t.user_attrs.get(TUNER_ATTR, ""))
+        name, _, pid = owner.rpartition(":")
+        if name != host or not pid.isdigit() or _alive(int(pid)):
+            continue
+        try:
+            study._storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
+        except RuntimeError:  # another tuner ended it meanwhile
+            continue
+        failed += 1
+    return failed

@@ -19,7 +19,7 @@ import math
 import random
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -32,9 +32,10 @@ from kernelzoo.db.records import Winner, add_trial
 from kernelzoo.db.store import Store, display_url, sqlite_path
 from kernelzoo.errors import DatabaseError
 from kernelzoo.fingerprint import Fingerprint
-from kernelzoo.tuner.pool import WorkerPool
+from kernelzoo.tuner.pool import TUNER_ATTR, WorkerPool, fail_interrupted_trials, tuner_tag
 
 _PRIMITIVE = (bool, int, float, str, type(None))  # what Optuna's categorical choices may hold
+BUSY_ATTR = "busy"  # a trial's user attribute: why its timing was taken under a load that makes it unusable
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,8 @@ class SearchResult:
     ok: int = 0
     failures: dict[str, int] = field(default_factory=dict)  # outcome -> trials
     first_failure: str = ""
+    busy: int = 0  # trials timed while the machine was busy: not used, measured again by the next run
+    measured: int = 0  # trials this run started (0: the study was complete already)
 
 
 def _stored(space: Mapping[str, list[Any]]) -> dict[str, list[Any]]:
@@ -168,6 +171,7 @@ def search(store: Store, pool: WorkerPool, target: Target, options: TuneOptions,
     grid_size = math.prod(len(v) for v in choices.values())
     study = optuna.create_study(study_name=target.study_name, storage=storage, direction="minimize",
                                 load_if_exists=True)
+    fail_interrupted_trials(study)  # left RUNNING by a tuner that was killed
     for name, value in (("op", target.op), ("plugin", target.plugin), ("dtype", target.dtype),
                         ("bucket", list(target.bucket)), ("flags", target.flags), ("shape", target.shape_text),
                         ("source_hash", target.source_hash), ("space_hash", target.space_hash),
@@ -208,13 +212,14 @@ def search(store: Store, pool: WorkerPool, target: Target, options: TuneOptions,
     if progress is not None and remaining(held):
         progress(done_count(held), total, _best(study))
     allowed = {_key(p) for p in wanted} if wanted is not None else None
-    proposals = 0
+    proposals = measured = 0
+    busy: set[str] = set()  # configs timed under load in this run: measured again by a later run, not this one
     while remaining(held) and proposals < 4 * total + 16:  # bounded: the sampler may keep proposing repeats
         proposals += 1
         trial = study.ask()
         params = {name: trial.suggest_categorical(name, values) for name, values in choices.items()}
         key = _key(params)
-        held = _held(study, options, trial.number)
+        held = {**_held(study, options, trial.number), **{k: _Measured(-1, None, {}) for k in busy}}
         if key in held or (allowed is not None and key not in allowed):
             if key in held:
                 trial.set_user_attr("repeat_of", held[key].number)
@@ -227,14 +232,19 @@ def search(store: Store, pool: WorkerPool, target: Target, options: TuneOptions,
                 study.enqueue_trial(unmeasured[0])
             continue
         value = _measure(store, pool, target, options, choices, trial, params)
+        measured += 1
+        if BUSY_ATTR in trial.user_attrs:
+            busy.add(key)
         if value is None:
             study.tell(trial, state=TrialState.FAIL)
         else:
             study.tell(trial, value)
-        held = _held(study, options)
+        held = {**_held(study, options), **{k: _Measured(-1, None, {}) for k in busy}}
         if progress is not None:
             progress(done_count(held), total, _best(study))
-    return _result(store, study, target, choices)
+    result = _result(store, study, target, choices)
+    result.measured = measured
+    return result
 
 
 def _held(study: optuna.Study, options: TuneOptions, asking: int | None = None) -> dict[str, _Measured]:
@@ -350,13 +360,20 @@ def _config(target: Target, choices: Mapping[str, list[Any]], params: Mapping[st
 
 def _measure(store: Store, pool: WorkerPool, target: Target, options: TuneOptions,
              choices: Mapping[str, list[Any]], trial: Trial, params: Mapping[str, Any]) -> float | None:
-    """Run one trial in a worker and record it; its median time, None if it failed."""
+    """Run one trial in a worker and record it; its median time, None if it failed or was timed under load (then it
+    carries no outcome, so that a later run measures it again)."""
+    trial.set_user_attr(TUNER_ATTR, tuner_tag())
     config = _config(target, choices, params)
     seed = options.seed * 1_000_003 + trial.number  # fresh inputs per trial, reproducible
     result = pool.trial(target.plugin, target.device, {
         **target.request(), "config": config, "seed": seed, "warmup": options.warmup,
         "budget_ms": options.budget_ms})
     timing = result.timing
+    if timing is not None and timing.load is not None:
+        trial.set_user_attr("load", asdict(timing.load))  # the machine's load while it was timed
+    if result.busy:  # not a measurement to rank on
+        trial.set_user_attr(BUSY_ATTR, result.busy[:2000])
+        return None
     add_trial(store, study_name=target.study_name, op=target.op, plugin=target.plugin, device=target.fingerprint,
               shape=target.shape_text, config=config, outcome=result.outcome, message=result.message,
               time_ms=timing.median_ms if timing else None, spread=timing.spread if timing else None)
@@ -390,6 +407,7 @@ def _result(store: Store, study: optuna.Study, target: Target, choices: Mapping[
     counted: set[str] = set()
     for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL)):
         if "outcome" not in t.user_attrs or "repeat_of" in t.user_attrs or _key(t.params) in counted:
+            out.busy += BUSY_ATTR in t.user_attrs and "outcome" not in t.user_attrs
             continue  # a config two tuners measured at once counts once: its first measurement
         counted.add(_key(t.params))
         if t.state == TrialState.COMPLETE and t.value is not None:

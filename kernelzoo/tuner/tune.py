@@ -23,6 +23,7 @@ from kernelzoo.db.store import Store
 from kernelzoo.errors import ArgumentError, UnsupportedError
 from kernelzoo.fingerprint import Fingerprint, cpu_fingerprint
 from kernelzoo.registry import FLOATS, dtype_name, parse_dtype, registry
+from kernelzoo.tuner.leaders import retime_leaders
 from kernelzoo.tuner.pool import WorkerLost, WorkerPool
 from kernelzoo.tuner.progress import Progress
 from kernelzoo.tuner.search import SearchResult, Target, TuneOptions, search
@@ -181,9 +182,17 @@ def _tune_key(store: Store, pool: WorkerPool, op: str, names: list[str], device:
     # say) stores none of them, and dispatch keeps using the nearest key whose plugins were all compared,
     # rather than the one or two plugins tuned before the stop. Their trials are stored as they run, so the
     # next run resumes each study and stores the key.
+    label = f"{op} {dtype} {report.shape_text}"
+    retimed, notes = retime_leaders(pool, [r.result for r in plugin_reports if r.result is not None], options)
+    for note in notes:
+        progress.note(f"{label} {note}")
     for r in plugin_reports:
-        if r.result is not None and r.result.winner is not None:
-            records.save_winner(store, replace(r.result.winner, origin=origin))
+        if r.result is not None and r.result.busy:
+            progress.note(f"{label} {r.plugin}: {r.result.busy} trial(s) timed while the machine was busy were not "
+                          "used; `kernelzoo tune` measures them again (best when the machine is idle)")
+        winner = retimed.get(r.plugin, r.result.winner) if r.result is not None else None
+        if winner is not None:
+            records.save_winner(store, replace(winner, origin=origin))
     report.plugins = plugin_reports
     report.winner = _key_winner(store, report, fp)
     if report.winner is None:  # nothing current stored (a read-only store, say): this run's fastest

@@ -10,7 +10,8 @@ start, so a kernel's ``printf`` cannot corrupt the protocol. Requests (``cmd``):
   call, and the key parts: ``available, reason, supports, source_hash, bucket, flags, flops,
   bytes, shape_text, config_space``.
 - ``trial`` {... as describe, config, seed, warmup, budget_ms}: fresh inputs from ``seed``, run,
-  compare with the reference at the op's tolerance, then time; ``{times_ms}`` or
+  compare with the reference at the op's tolerance, then time; ``{times_ms, load, busy}`` (the
+  machine's load over the timed runs, and why it makes the times unusable, or null) or
   ``{ok: false, kind, message, fatal}``. ``fatal`` means the device is unusable (a sticky CUDA
   error): the worker exits after replying and the parent starts a fresh one.
 - ``calibrate`` {device}: measured copy bandwidth and float32 (and on GPUs fp16/bf16) matmul rates.
@@ -19,9 +20,12 @@ start, so a kernel's ``printf`` cannot corrupt the protocol. Requests (``cmd``):
 
 from __future__ import annotations
 
+import ctypes
+import dataclasses
 import faulthandler
 import json
 import os
+import signal
 import sys
 import traceback
 from collections.abc import Callable, Mapping
@@ -115,7 +119,9 @@ def trial(msg: dict[str, Any]) -> dict[str, Any]:
     # makes the GPU do (the host's per-call time hardly depends on the config; it does on the plugin)
     timing = time_fn(lambda: impl.run(call, config), call.device, warmup=int(msg.get("warmup", 3)),
                      budget_ms=float(msg.get("budget_ms", 200)), setup=restore if saved else None, hide_host=True)
-    return {"ok": True, "times_ms": list(timing.times_ms)}
+    load = timing.load
+    return {"ok": True, "times_ms": list(timing.times_ms), "load": dataclasses.asdict(load) if load else None,
+            "busy": load.busy(call.device.type) if load else None}
 
 
 def hello(msg: dict[str, Any]) -> dict[str, Any]:
@@ -182,7 +188,31 @@ def release_cached_memory() -> None:
         torch.cuda.empty_cache()
 
 
+PARENT_ENV = "KERNELZOO_TUNER_PID"  # the tuner's pid, set by kernelzoo.tuner.pool
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """Have the kernel SIGKILL this worker when the tuner that started it dies, however it dies (a SIGKILLed tuner
+    runs no cleanup): a hanging config must not outlive it. Linux only; elsewhere the tuner's close() ends it."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            return
+    parent = os.environ.get(PARENT_ENV, "")
+    if parent.isdigit() and os.getppid() != int(parent):  # reparented: did the tuner die before the line above?
+        try:
+            os.kill(int(parent), 0)
+        except ProcessLookupError:
+            os._exit(1)
+        except PermissionError:
+            pass
+
+
 def main() -> None:
+    die_with_parent()
     protocol = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # kernel printf and print() land on stderr, never in the protocol
     sys.stdout = sys.stderr
