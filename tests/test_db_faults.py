@@ -59,7 +59,7 @@ def digest(path: Path) -> str:
 def one_line_error(result: subprocess.CompletedProcess, *needles: str) -> str:
     """The CLI's stderr, checked to be one line starting 'kernelzoo:', naming each of ``needles``, no traceback."""
     err = result.stderr.strip()
-    assert result.returncode == 2, (result.returncode, result.stdout, err)
+    assert result.returncode == 1, (result.returncode, result.stdout, err)  # a runtime error
     assert "Traceback" not in err and len(err.splitlines()) == 1 and err.startswith("kernelzoo: "), err
     for needle in needles:
         assert needle in err, (needle, err)
@@ -293,7 +293,7 @@ def test_a_database_on_a_read_only_mount_is_opened_read_only_and_its_winners_are
     script = (f"mount --bind {shared} {shared} && mount -o remount,bind,ro {shared} && "
               f"{sys.executable} -W error::RuntimeWarning -c '{code}'")
     done = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=240,
-                          env={**os.environ, "KERNELZOO_DB": str(db)})
+                          env={**os.environ, "KERNELZOO_DB": str(db), "KERNELZOO_DB_WAIT_MS": "10000"})
     assert done.returncode == 0, done.stderr
     first, shown = done.stdout.split("\n", 1)
     plugin, reason = json.loads(first)
@@ -301,7 +301,8 @@ def test_a_database_on_a_read_only_mount_is_opened_read_only_and_its_winners_are
     assert [r["plugin"] for r in json.loads(shown)] == ["python"]
     tune = subprocess.run(["unshare", "-m", "sh", "-c", script.split(" && " + sys.executable)[0] + " && " +
                            f"{sys.executable} -m kernelzoo.cli tune --op relu --device cpu --trials 1"],
-                          capture_output=True, text=True, timeout=240, env={**os.environ, "KERNELZOO_DB": str(db)})
+                          capture_output=True, text=True, timeout=240,
+                          env={**os.environ, "KERNELZOO_DB": str(db), "KERNELZOO_DB_WAIT_MS": "10000"})
     one_line_error(tune, "read-only", "--db")
 
 

@@ -66,7 +66,7 @@ def can_borrow(here: Fingerprint, there: Fingerprint) -> bool:
 
 def bandwidth(fp: Fingerprint) -> float:
     """The device's memory bandwidth in GB/s from the built-in table, 0 when unknown."""
-    from kernelzoo.tuner.ceilings import device_ceilings
+    from kernelzoo.ceilings import device_ceilings
 
     found = device_ceilings(fp)
     return found.bandwidth_gbs if found is not None else 0.0

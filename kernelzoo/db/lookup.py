@@ -310,10 +310,12 @@ class WinnerLookup:
         by_bucket: dict[tuple[int, ...], list[Winner]] = {}
         for w in rows:
             impl = impls.get(w.plugin)
-            if (w.plugin not in allowed or impl is None or not registry.is_current(op.name, w.plugin, w.source_hash)
+            if (w.plugin not in allowed or impl is None
+                    or not registry.is_current(op.name, w.plugin, w.source_hash)
                     or not registry.availability(impl) or call.device.type not in impl.devices()):
                 continue
-            problem = config_problem(impl, w.config)
+            problem = config_problem(impl, w.config) or (None if impl.in_space(w.config) else
+                                                         f"{w.config} is not a point of its config space")
             if problem is not None:
                 self._warn(("config", url), f"kernelzoo: skipped a stored winner of {w.op}/{w.plugin} "
                            f"{w.dtype} bucket {w.bucket} whose config cannot run: {problem}; `kernelzoo doctor` "

@@ -75,7 +75,8 @@ def by_key(rows: Sequence[Winner]) -> list[tuple[Winner | None, list[Winner], li
         impls = registry.impls.get(op, {})
         kind = group[0].device.kind
         allowed = set(plugin_order(kind, impls))
-        current = [w for w in group if w.plugin in allowed and registry.is_current(op, w.plugin, w.source_hash)
+        current = [w for w in group
+                   if w.plugin in allowed and registry.is_current(op, w.plugin, w.source_hash, w.config)
                    and config_problem(impls[w.plugin], w.config) is None]
         stale = [w for w in group if w not in current]
         out.append((pick_winner(current, kind, op) if current else None, current, stale))

@@ -169,8 +169,10 @@ def winners(store: Store, *, op: str | None = None, device_hash: str | None = No
     return found
 
 
-def _json_object(value: Any, what: str) -> dict[str, Any]:
+def _json_object(value: Any, what: str, optional: bool = False) -> dict[str, Any] | None:
     found = json.loads(value) if isinstance(value, (str, bytes)) else value
+    if found is None and optional:
+        return None
     if not isinstance(found, dict):
         raise TypeError(f"{what} is {type(found).__name__}, expected a JSON object")
     return found
@@ -191,8 +193,8 @@ def _winner_of(row: Any) -> Winner:
     return Winner(op=op, plugin=plugin, source_hash=source_hash, device=Fingerprint.from_dict(device), dtype=dtype,
                   bucket=bucket_ints, flags=flags, config=_json_object(config, "the config"),
                   time_ms=float(time_ms), spread=float(spread), shape=shape, trials=int(trials), origin=found,
-                  code_files=_json_object(code_files, "the code's file hashes") if code_files is not None else {},
-                  params=_json_object(params, "the call's parameters") if params is not None else None)
+                  code_files=_json_object(code_files, "the code's file hashes", optional=True) or {},
+                  params=_json_object(params, "the call's parameters", optional=True))
 
 
 def delete_winners(session: Session, keys: Iterable[tuple]) -> int:

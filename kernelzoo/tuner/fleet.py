@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from kernelzoo.ceilings import Ceilings
 from kernelzoo.db import records
 from kernelzoo.db.ranking import pick_winner
 from kernelzoo.db.records import Miss, Winner
@@ -36,7 +37,6 @@ from kernelzoo.fingerprint import Fingerprint
 from kernelzoo.registry import dtype_name, parse_dtype, registry
 from kernelzoo.table import format_table
 from kernelzoo.tuner import jobs
-from kernelzoo.tuner.ceilings import Ceilings
 from kernelzoo.tuner.jobs import Key, Task
 from kernelzoo.tuner.pool import TrialResult, WorkerLost, WorkerPool
 from kernelzoo.tuner.progress import Progress
