@@ -61,6 +61,28 @@ def contiguous(t: torch.Tensor) -> torch.Tensor:
     return ops.copy_(torch.empty(t.shape, dtype=t.dtype, device=t.device), t)
 
 
+def scaled(t: torch.Tensor, factor: float) -> torch.Tensor:
+    """``t`` times ``factor`` by the mul op (``t`` itself for 1), the factor a 0-d tensor of ``t``'s dtype."""
+    if factor == 1.0:
+        return t
+    from kernelzoo import ops
+
+    return ops.mul(t, torch.full((), factor, dtype=t.dtype, device=t.device))
+
+
+def reduced(grad: torch.Tensor, shape: Sequence[int]) -> torch.Tensor:
+    """``grad`` summed by the sum op over the dims that broadcasting expanded an input of ``shape`` over, back
+    to ``shape`` (``grad`` itself where nothing was expanded)."""
+    shape = tuple(shape)
+    if tuple(grad.shape) == shape:
+        return grad
+    from kernelzoo import ops
+
+    lead = grad.dim() - len(shape)
+    dims = [*range(lead), *(lead + i for i, n in enumerate(shape) if n == 1 and grad.shape[lead + i] != 1)]
+    return ops.sum(grad, dim=dims, keepdim=True).reshape(shape)
+
+
 class _Function(torch.autograd.Function):
     """Any op with a derivative: the forward runs the call (all outputs, output 0 differentiable), the backward
     the declaration's backward."""

@@ -11,13 +11,22 @@ from __future__ import annotations
 
 import torch
 
+from kernelzoo import ops
+from kernelzoo.autograd import reduced, scaled
 from kernelzoo.elementwise import BinaryOp
+from kernelzoo.registry import Derivative
 
 
 class Div(BinaryOp):
     """div(a, b): a / b with broadcasting, as torch.div (true division)."""
 
     name = "div"
+    # the derivative: grad/b and -grad·a/b² = -(grad/b)·out, each summed back over the dims broadcasting expanded
+    derivative = Derivative(
+        inputs=("a", "b"),
+        save=lambda call, outputs: {"a_shape": call.inputs["a"].shape, "b": call.inputs["b"], "y": outputs[0]},
+        backward=lambda saved, grad: _div_grads(grad, saved),
+    )
     # Untuned on the CPU, torch first: openmp ran 0.89-0.95x torch at 2048x2048 and 0.55-0.67x at 512x512 float32
     # (2-core Xeon, three runs of 2026-11-26; docs/perf/div.md): a memory-bound pass that torch runs as fast,
     # behind less Python. On a GPU the global order stands.
@@ -25,3 +34,9 @@ class Div(BinaryOp):
 
     def formula(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return a / b
+
+
+def _div_grads(grad: torch.Tensor, saved: dict) -> dict[str, torch.Tensor]:
+    grad_over_b = ops.div(grad, saved["b"])
+    return {"a": reduced(grad_over_b, saved["a_shape"]),
+            "b": reduced(scaled(ops.mul(grad_over_b, saved["y"]), -1.0), saved["b"].shape)}

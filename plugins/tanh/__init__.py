@@ -5,14 +5,21 @@ from __future__ import annotations
 import torch
 from kernelzoo_plugins.exp import interpreter_sized
 
+from kernelzoo import ops
 from kernelzoo.elementwise import UnaryOp
-from kernelzoo.registry import Call, Case
+from kernelzoo.registry import Call, Case, Derivative
 
 
 class Tanh(UnaryOp):
     """tanh(x) elementwise, as torch.tanh."""
 
     name = "tanh"
+    # the derivative: 1 - tanh(x)², from the output
+    derivative = Derivative(
+        inputs=("x",),
+        save=lambda call, outputs: {"y": outputs[0]},
+        backward=lambda saved, grad: {"x": ops.mul(grad, _one_minus_square(saved["y"]))},
+    )
     # Untuned on the CPU, torch first: openmp ran 0.62-0.70x torch at 2048x2048 and 0.60-0.62x at 512x512 float32
     # (2-core Xeon, three runs of 2026-11-26; docs/perf/tanh.md): kz_tanhf16 computes both of its formulas and an
     # exp per element, torch's vectorised tanh less. On a GPU the global order stands.
@@ -23,3 +30,8 @@ class Tanh(UnaryOp):
 
     def reference(self, call: Call) -> torch.Tensor:
         return torch.tanh(call.inputs["x"].double())
+
+
+def _one_minus_square(y: torch.Tensor) -> torch.Tensor:
+    """1 - y², by the add and mul ops."""
+    return ops.add(torch.full((), 1.0, dtype=y.dtype, device=y.device), ops.mul(y, y), alpha=-1.0)
