@@ -85,42 +85,72 @@ def reduced(grad: torch.Tensor, shape: Sequence[int]) -> torch.Tensor:
 
 class _Function(torch.autograd.Function):
     """Any op with a derivative: the forward runs the call (all outputs, output 0 differentiable), the backward
-    the declaration's backward."""
+    the declaration's backward.
+
+    What :func:`keep` and :func:`kept` do is written out here: this Function is on the path of every eager call
+    that records a backward, where each Python call and temporary dict adds to the op's host time."""
 
     @staticmethod
     def forward(ctx: Any, call: Call, *tensors: torch.Tensor | None) -> Any:
-        derivative: Derivative = call.op.derivative  # type: ignore[assignment]
-        inputs = dict(call.inputs)
-        for name, t in zip(derivative.inputs, tensors):
-            if t is not None:
-                inputs[name] = t.detach()
-        call = Call(call.op, inputs, call.params)
-        outputs = dispatch.run_call(call.op, call)
-        if isinstance(outputs, tuple):
-            keep(ctx, derivative.save(call, outputs))
-            ctx.mark_non_differentiable(*outputs[1:])
+        op = call.op
+        derivative: Derivative = op.derivative  # type: ignore[assignment]
+        names = derivative.inputs
+        if len(names) == 1:
+            t = tensors[0]
+            inputs = call.inputs if t is None else {**call.inputs, names[0]: t.detach()}
         else:
-            keep(ctx, derivative.save(call, (outputs,)))
-        ctx.derivative, ctx.plugin = derivative, dispatch.forced_plugin()
+            inputs = dict(call.inputs)
+            for name, t in zip(names, tensors):
+                if t is not None:
+                    inputs[name] = t.detach()
+        call = Call(op, inputs, call.params)
+        outputs = dispatch.run_call(op, call)
+        several = isinstance(outputs, tuple)
+        saved = derivative.save(call, outputs if several else (outputs,))
+        kept_names, kept_tensors = [], []
+        for name, value in saved.items():
+            if isinstance(value, torch.Tensor):
+                kept_names.append(name)
+                kept_tensors.append(value)
+        if kept_names:  # the tensors go through save_for_backward alone (no reference cycle through ctx)
+            for name in kept_names:
+                del saved[name]
+            ctx.save_for_backward(*kept_tensors)
+        if several:
+            ctx.mark_non_differentiable(*outputs[1:])
+        ctx.kept_names, ctx.kept_values, ctx.derivative, ctx.plugin = \
+            kept_names, saved, derivative, dispatch.forced_plugin()
         return outputs
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx: Any, grad: torch.Tensor, *_: Any) -> tuple:
         derivative: Derivative = ctx.derivative
+        saved = dict(ctx.kept_values)
+        if ctx.kept_names:
+            saved.update(zip(ctx.kept_names, ctx.saved_tensors))
         if ctx.plugin:
             with dispatch.use(ctx.plugin):
-                grads = derivative.backward(kept(ctx), grad)
+                grads = derivative.backward(saved, grad)
         else:
-            grads = derivative.backward(kept(ctx), grad)
+            grads = derivative.backward(saved, grad)
         need = ctx.needs_input_grad
-        return (None, *[grads.get(name) if need[i] else None for i, name in enumerate(derivative.inputs, 1)])
+        names = derivative.inputs
+        if len(names) == 1:
+            return None, grads.get(names[0]) if need[1] else None
+        return (None, *[grads.get(name) if need[i] else None for i, name in enumerate(names, 1)])
+
+
+_apply = _Function.apply
 
 
 def apply(call: Call) -> Any:
     """Run a checked ``call`` recording its backward: all of the implementation's outputs."""
+    names = call.op.derivative.inputs  # type: ignore[union-attr]
     inputs = call.inputs
-    return _Function.apply(call, *[inputs.get(name) for name in call.op.derivative.inputs])  # type: ignore[union-attr]
+    if len(names) == 1:
+        return _apply(call, inputs.get(names[0]))
+    return _apply(call, *[inputs.get(name) for name in names])
 
 
 def register(op: Op, qualname: str, names: Sequence[str]) -> None:
