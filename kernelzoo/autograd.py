@@ -123,34 +123,54 @@ class _Function(torch.autograd.Function):
         return outputs
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx: Any, grad: torch.Tensor, *_: Any) -> tuple:
-        derivative: Derivative = ctx.derivative
-        saved = dict(ctx.kept_values)
-        if ctx.kept_names:
-            saved.update(zip(ctx.kept_names, ctx.saved_tensors))
-        if ctx.plugin:
-            with dispatch.use(ctx.plugin):
-                grads = derivative.backward(saved, grad)
-        else:
+    def backward(ctx: Any, grad: torch.Tensor, *rest: Any) -> tuple:
+        # Autograd runs a backward with gradients off unless asked to build a graph of it (create_graph), when
+        # once_differentiable's wrapper makes a second derivative an error. Only then is that wrapper run: its
+        # no_grad context costs more host time than the rest of this method.
+        if torch.is_grad_enabled():
+            return _once_differentiable_backward(ctx, grad, *rest)
+        return _backward(ctx, grad)
+
+
+def _backward(ctx: Any, grad: torch.Tensor, *_: Any) -> tuple:
+    derivative: Derivative = ctx.derivative
+    saved = dict(ctx.kept_values)
+    if ctx.kept_names:
+        saved.update(zip(ctx.kept_names, ctx.saved_tensors))
+    if ctx.plugin:
+        with dispatch.use(ctx.plugin):
             grads = derivative.backward(saved, grad)
-        need = ctx.needs_input_grad
-        names = derivative.inputs
-        if len(names) == 1:
-            return None, grads.get(names[0]) if need[1] else None
-        return (None, *[grads.get(name) if need[i] else None for i, name in enumerate(names, 1)])
+    else:
+        grads = derivative.backward(saved, grad)
+    need = ctx.needs_input_grad
+    names = derivative.inputs
+    if len(names) == 1:
+        return None, grads.get(names[0]) if need[1] else None
+    return (None, *[grads.get(name) if need[i] else None for i, name in enumerate(names, 1)])
 
 
-_apply = _Function.apply
+_once_differentiable_backward = torch.autograd.function.once_differentiable(_backward)
+
+
+# torch's C++ apply, without the Python of Function.apply around it (a fifth of this path's own host time): that
+# wrapper binds default arguments for Functions with a setup_context (this one has none), unwraps tensors left
+# over from finished functorch transforms (done here too, by the same C++ function) and, inside a functorch
+# transform, takes another route (taken here too)
+_c_apply = super(torch.autograd.Function, _Function).apply
+_transforms_active = torch._C._are_functorch_transforms_active
+_unwrap_if_dead = torch._C._functorch.unwrap_if_dead
 
 
 def apply(call: Call) -> Any:
     """Run a checked ``call`` recording its backward: all of the implementation's outputs."""
     names = call.op.derivative.inputs  # type: ignore[union-attr]
     inputs = call.inputs
+    if _transforms_active():
+        return _Function.apply(call, *[inputs.get(name) for name in names])
     if len(names) == 1:
-        return _apply(call, inputs.get(names[0]))
-    return _apply(call, *[inputs.get(name) for name in names])
+        t = inputs.get(names[0])
+        return _c_apply(call, None if t is None else _unwrap_if_dead(t))
+    return _c_apply(call, *[None if t is None else _unwrap_if_dead(t) for t in map(inputs.get, names)])
 
 
 def register(op: Op, qualname: str, names: Sequence[str]) -> None:

@@ -145,3 +145,14 @@ def test_compiled_gradients_match_torch_autograd(case_id: str) -> None:
     grads = torch.autograd.grad(out, xs, upstream)
     for got, want in zip(grads, _torch_grads(fn, xs, upstream)):
         torch.testing.assert_close(got.double(), want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_second_derivative_is_refused() -> None:
+    """The backward runs once, as a derivative's backward is declared: a graph built of it (create_graph) refuses
+    to be differentiated again rather than giving a wrong second derivative."""
+    x = torch.randn(4, 5, requires_grad=True)
+    upstream = torch.randn(4, 5, requires_grad=True)
+    (grad,) = torch.autograd.grad(ops.relu(x), x, upstream, create_graph=True)
+    assert grad.requires_grad
+    with pytest.raises(RuntimeError, match="differentiate twice"):
+        grad.sum().backward()
