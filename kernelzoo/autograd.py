@@ -61,44 +61,116 @@ def contiguous(t: torch.Tensor) -> torch.Tensor:
     return ops.copy_(torch.empty(t.shape, dtype=t.dtype, device=t.device), t)
 
 
+def scaled(t: torch.Tensor, factor: float) -> torch.Tensor:
+    """``t`` times ``factor`` by the mul op (``t`` itself for 1), the factor a 0-d tensor of ``t``'s dtype."""
+    if factor == 1.0:
+        return t
+    from kernelzoo import ops
+
+    return ops.mul(t, torch.full((), factor, dtype=t.dtype, device=t.device))
+
+
+def reduced(grad: torch.Tensor, shape: Sequence[int]) -> torch.Tensor:
+    """``grad`` summed by the sum op over the dims that broadcasting expanded an input of ``shape`` over, back
+    to ``shape`` (``grad`` itself where nothing was expanded)."""
+    shape = tuple(shape)
+    if tuple(grad.shape) == shape:
+        return grad
+    from kernelzoo import ops
+
+    lead = grad.dim() - len(shape)
+    dims = [*range(lead), *(lead + i for i, n in enumerate(shape) if n == 1 and grad.shape[lead + i] != 1)]
+    return ops.sum(grad, dim=dims, keepdim=True).reshape(shape)
+
+
 class _Function(torch.autograd.Function):
     """Any op with a derivative: the forward runs the call (all outputs, output 0 differentiable), the backward
-    the declaration's backward."""
+    the declaration's backward.
+
+    What :func:`keep` and :func:`kept` do is written out here: this Function is on the path of every eager call
+    that records a backward, where each Python call and temporary dict adds to the op's host time."""
 
     @staticmethod
     def forward(ctx: Any, call: Call, *tensors: torch.Tensor | None) -> Any:
-        derivative: Derivative = call.op.derivative  # type: ignore[assignment]
-        inputs = dict(call.inputs)
-        for name, t in zip(derivative.inputs, tensors):
-            if t is not None:
-                inputs[name] = t.detach()
-        call = Call(call.op, inputs, call.params)
-        outputs = dispatch.run_call(call.op, call)
-        if isinstance(outputs, tuple):
-            keep(ctx, derivative.save(call, outputs))
-            ctx.mark_non_differentiable(*outputs[1:])
+        op = call.op
+        derivative: Derivative = op.derivative  # type: ignore[assignment]
+        names = derivative.inputs
+        if len(names) == 1:
+            t = tensors[0]
+            inputs = call.inputs if t is None else {**call.inputs, names[0]: t.detach()}
         else:
-            keep(ctx, derivative.save(call, (outputs,)))
-        ctx.derivative, ctx.plugin = derivative, dispatch.forced_plugin()
+            inputs = dict(call.inputs)
+            for name, t in zip(names, tensors):
+                if t is not None:
+                    inputs[name] = t.detach()
+        call = Call(op, inputs, call.params)
+        outputs = dispatch.run_call(op, call)
+        several = isinstance(outputs, tuple)
+        saved = derivative.save(call, outputs if several else (outputs,))
+        kept_names, kept_tensors = [], []
+        for name, value in saved.items():
+            if isinstance(value, torch.Tensor):
+                kept_names.append(name)
+                kept_tensors.append(value)
+        if kept_names:  # the tensors go through save_for_backward alone (no reference cycle through ctx)
+            for name in kept_names:
+                del saved[name]
+            ctx.save_for_backward(*kept_tensors)
+        if several:
+            ctx.mark_non_differentiable(*outputs[1:])
+        ctx.kept_names, ctx.kept_values, ctx.derivative, ctx.plugin = \
+            kept_names, saved, derivative, dispatch.forced_plugin()
         return outputs
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx: Any, grad: torch.Tensor, *_: Any) -> tuple:
-        derivative: Derivative = ctx.derivative
-        if ctx.plugin:
-            with dispatch.use(ctx.plugin):
-                grads = derivative.backward(kept(ctx), grad)
-        else:
-            grads = derivative.backward(kept(ctx), grad)
-        need = ctx.needs_input_grad
-        return (None, *[grads.get(name) if need[i] else None for i, name in enumerate(derivative.inputs, 1)])
+    def backward(ctx: Any, grad: torch.Tensor, *rest: Any) -> tuple:
+        # Autograd runs a backward with gradients off unless asked to build a graph of it (create_graph), when
+        # once_differentiable's wrapper makes a second derivative an error. Only then is that wrapper run: its
+        # no_grad context costs more host time than the rest of this method.
+        if torch.is_grad_enabled():
+            return _once_differentiable_backward(ctx, grad, *rest)
+        return _backward(ctx, grad)
+
+
+def _backward(ctx: Any, grad: torch.Tensor, *_: Any) -> tuple:
+    derivative: Derivative = ctx.derivative
+    saved = dict(ctx.kept_values)
+    if ctx.kept_names:
+        saved.update(zip(ctx.kept_names, ctx.saved_tensors))
+    if ctx.plugin:
+        with dispatch.use(ctx.plugin):
+            grads = derivative.backward(saved, grad)
+    else:
+        grads = derivative.backward(saved, grad)
+    need = ctx.needs_input_grad
+    names = derivative.inputs
+    if len(names) == 1:
+        return None, grads.get(names[0]) if need[1] else None
+    return (None, *[grads.get(name) if need[i] else None for i, name in enumerate(names, 1)])
+
+
+_once_differentiable_backward = torch.autograd.function.once_differentiable(_backward)
+
+
+# torch's C++ apply, without the Python of Function.apply around it (a fifth of this path's own host time): that
+# wrapper binds default arguments for Functions with a setup_context (this one has none), unwraps tensors left
+# over from finished functorch transforms (done here too, by the same C++ function) and, inside a functorch
+# transform, takes another route (taken here too)
+_c_apply = super(torch.autograd.Function, _Function).apply
+_transforms_active = torch._C._are_functorch_transforms_active
+_unwrap_if_dead = torch._C._functorch.unwrap_if_dead
 
 
 def apply(call: Call) -> Any:
     """Run a checked ``call`` recording its backward: all of the implementation's outputs."""
+    names = call.op.derivative.inputs  # type: ignore[union-attr]
     inputs = call.inputs
-    return _Function.apply(call, *[inputs.get(name) for name in call.op.derivative.inputs])  # type: ignore[union-attr]
+    if _transforms_active():
+        return _Function.apply(call, *[inputs.get(name) for name in names])
+    if len(names) == 1:
+        t = inputs.get(names[0])
+        return _c_apply(call, None if t is None else _unwrap_if_dead(t))
+    return _c_apply(call, *[None if t is None else _unwrap_if_dead(t) for t in map(inputs.get, names)])
 
 
 def register(op: Op, qualname: str, names: Sequence[str]) -> None:

@@ -48,14 +48,8 @@ def contiguous(t: torch.Tensor) -> torch.Tensor:
     return t if t.is_contiguous() else materialize(t, t.shape)
 
 
-def unbroadcast(grad: torch.Tensor, shape: Sequence[int]) -> torch.Tensor:
-    """Sum ``grad`` over the dimensions that broadcasting expanded, back to ``shape``."""
-    shape = tuple(shape)
-    if tuple(grad.shape) == shape:
-        return grad
-    lead = grad.dim() - len(shape)
-    dims = list(range(lead)) + [lead + i for i, n in enumerate(shape) if n == 1 and grad.shape[lead + i] != 1]
-    return ops.sum(grad, dim=dims, keepdim=True).reshape(shape)
+# Sum ``grad`` over the dimensions that broadcasting expanded, back to ``shape``.
+unbroadcast = kz_autograd.reduced
 
 
 def reshape(t: torch.Tensor, shape: Sequence[int]) -> torch.Tensor:
@@ -83,155 +77,6 @@ class To(Function):
 
 
 # --- arithmetic ---------------------------------------------------------------------------------
-
-class Add(Function):
-    """a + alpha·b (alpha = -1 is subtraction)."""
-
-    @staticmethod
-    def forward(ctx: Context, a: torch.Tensor, b: torch.Tensor, alpha: float) -> torch.Tensor:
-        ctx.shapes, ctx.alpha = (a.shape, b.shape), alpha
-        return ops.add(a, b, alpha=alpha)
-
-    @staticmethod
-    def backward(ctx: Context, grad: torch.Tensor) -> tuple:
-        a_shape, b_shape = ctx.shapes
-        grad_a = unbroadcast(grad, a_shape) if ctx.needs_input_grad[0] else None
-        grad_b = unbroadcast(scale(grad, ctx.alpha), b_shape) if ctx.needs_input_grad[1] else None
-        return grad_a, grad_b, None
-
-
-class Mul(Function):
-    @staticmethod
-    def forward(ctx: Context, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        ctx.save_for_backward(a if ctx.needs_input_grad[1] else None, b if ctx.needs_input_grad[0] else None)
-        ctx.shapes = (a.shape, b.shape)
-        return ops.mul(a, b)
-
-    @staticmethod
-    def backward(ctx: Context, grad: torch.Tensor) -> tuple:
-        a, b = ctx.saved_tensors
-        a_shape, b_shape = ctx.shapes
-        grad_a = unbroadcast(ops.mul(grad, b), a_shape) if ctx.needs_input_grad[0] else None
-        grad_b = unbroadcast(ops.mul(grad, a), b_shape) if ctx.needs_input_grad[1] else None
-        return grad_a, grad_b
-
-
-class Div(Function):
-    @staticmethod
-    def forward(ctx: Context, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        out = ops.div(a, b)
-        ctx.save_for_backward(b, out)
-        ctx.shapes = (a.shape, b.shape)
-        return out
-
-    @staticmethod
-    def backward(ctx: Context, grad: torch.Tensor) -> tuple:
-        b, out = ctx.saved_tensors
-        a_shape, b_shape = ctx.shapes
-        grad_over_b = ops.div(grad, b)
-        grad_a = unbroadcast(grad_over_b, a_shape) if ctx.needs_input_grad[0] else None
-        # d(a/b)/db = -a/b² = -out/b
-        grad_b = unbroadcast(scale(ops.mul(grad_over_b, out), -1.0), b_shape) if ctx.needs_input_grad[1] else None
-        return grad_a, grad_b
-
-
-class Pow(Function):
-    """x ** exponent for a real exponent."""
-
-    @staticmethod
-    def forward(ctx: Context, x: torch.Tensor, exponent: float) -> torch.Tensor:
-        ctx.save_for_backward(x)
-        ctx.exponent = exponent
-        return ops.pow(x, exponent)
-
-    @staticmethod
-    def backward(ctx: Context, grad: torch.Tensor) -> tuple:
-        (x,) = ctx.saved_tensors
-        p = ctx.exponent
-        if p == 0:
-            return scale(grad, 0.0), None
-        derivative = scale(x, p) if p == 2 else scale(ops.pow(x, p - 1), p)
-        return ops.mul(grad, derivative), None
-
-
-class Exp(Function):
-    @staticmethod
-    def forward(ctx: Context, x: torch.Tensor) -> torch.Tensor:
-        out = ops.exp(x)
-        ctx.save_for_backward(out)
-        return out
-
-    @staticmethod
-    def backward(ctx: Context, grad: torch.Tensor) -> torch.Tensor:
-        (out,) = ctx.saved_tensors
-        return ops.mul(grad, out)
-
-
-class Log(Function):
-    @staticmethod
-    def forward(ctx: Context, x: torch.Tensor) -> torch.Tensor:
-        ctx.save_for_backward(x)
-        return ops.log(x)
-
-    @staticmethod
-    def backward(ctx: Context, grad: torch.Tensor) -> torch.Tensor:
-        (x,) = ctx.saved_tensors
-        return ops.div(grad, x)
-
-
-class Tanh(Function):
-    @staticmethod
-    def forward(ctx: Context, x: torch.Tensor) -> torch.Tensor:
-        out = ops.tanh(x)
-        ctx.save_for_backward(out)
-        return out
-
-    @staticmethod
-    def backward(ctx: Context, grad: torch.Tensor) -> torch.Tensor:
-        (out,) = ctx.saved_tensors
-        one_minus_square = ops.add(scalar(1.0, out), ops.mul(out, out), alpha=-1.0)
-        return ops.mul(grad, one_minus_square)
-
-
-class Relu(Function):
-    @staticmethod
-    def forward(ctx: Context, x: torch.Tensor) -> torch.Tensor:
-        out = ops.relu(x)
-        ctx.save_for_backward(out)
-        return out
-
-    @staticmethod
-    def backward(ctx: Context, grad: torch.Tensor) -> torch.Tensor:
-        (out,) = ctx.saved_tensors
-        return ops.relu_backward(grad, out)
-
-
-class Gelu(Function):
-    @staticmethod
-    def forward(ctx: Context, x: torch.Tensor, approximate: str) -> torch.Tensor:
-        ctx.save_for_backward(x)
-        ctx.approximate = approximate
-        return ops.gelu(x, approximate=approximate)
-
-    @staticmethod
-    def backward(ctx: Context, grad: torch.Tensor) -> tuple:
-        (x,) = ctx.saved_tensors
-        return ops.gelu_backward(grad, x, approximate=ctx.approximate), None
-
-
-class Dropout(Function):
-    """Zero each element with probability p, scale the rest by 1/(1-p); the mask is a hash of
-    (seed, position), so the backward recomputes it instead of storing it."""
-
-    @staticmethod
-    def forward(ctx: Context, x: torch.Tensor, p: float, seed: int) -> torch.Tensor:
-        ctx.p, ctx.seed = p, seed
-        return ops.dropout(x, p, seed)
-
-    @staticmethod
-    def backward(ctx: Context, grad: torch.Tensor) -> tuple:
-        return ops.dropout(contiguous(grad), ctx.p, ctx.seed), None, None
-
 
 class MatMul(Function):
     """a @ b with torch.matmul's rules for 1-D to N-D operands (batch dims broadcast)."""
@@ -430,6 +275,17 @@ def declared(op: str, arguments: Sequence[str], doc: str = "") -> type[Function]
                                     "__module__": __name__})
 
 
+Add = declared("add", ("a", "b", "alpha"), "a + alpha·b (alpha = -1 is subtraction).")
+Mul = declared("mul", ("a", "b"))
+Div = declared("div", ("a", "b"))
+Pow = declared("pow", ("x", "exponent"), "x ** exponent for a real exponent.")
+Exp = declared("exp", ("x",))
+Log = declared("log", ("x",))
+Tanh = declared("tanh", ("x",))
+Relu = declared("relu", ("x",))
+Gelu = declared("gelu", ("x", "approximate"))
+Dropout = declared("dropout", ("x", "p", "seed"),
+                   "Zero each element with probability p, scale the rest by 1/(1-p); the backward recomputes the mask.")
 Softmax = declared("softmax", ("x", "dim"))
 Sum = declared("sum", ("x", "dim", "keepdim"))
 Mean = declared("mean", ("x", "dim", "keepdim"))

@@ -17,9 +17,10 @@ from typing import Any
 
 import torch
 
+from kernelzoo.autograd import reduced, scaled
 from kernelzoo.elementwise import MAX_DIMS, Layout, broadcast_shape, dense_inputs, layout
 from kernelzoo.errors import ArgumentError, DeviceError, DTypeError
-from kernelzoo.registry import BadCase, Call, Case, Op, check_same, check_tensor, randn
+from kernelzoo.registry import BadCase, Call, Case, Derivative, Op, check_same, check_tensor, randn
 
 # The broadcast helpers live in kernelzoo.elementwise, shared with the other binary ops; add's plugin
 # modules import them from here (their text is part of the tuning key of add's shipped winners).
@@ -54,6 +55,14 @@ class Add(Op):
     """add(a, b, alpha=1): a + alpha·b with broadcasting, as torch.add."""
 
     name = "add"
+    # the derivative: grad and alpha·grad, each summed back over the dims broadcasting expanded
+    derivative = Derivative(
+        inputs=("a", "b"),
+        save=lambda call, outputs: {"a_shape": call.inputs["a"].shape, "b_shape": call.inputs["b"].shape,
+                                    "alpha": call.params["alpha"]},
+        backward=lambda saved, grad: {"a": reduced(grad, saved["a_shape"]),
+                                      "b": reduced(scaled(grad, saved["alpha"]), saved["b_shape"])},
+    )
     # Untuned on the CPU, torch first: a memory-bound pass that torch runs as fast, behind less Python
     # (docs/perf/add.md, docs/design/elementwise.md). On a GPU the global order stands.
     default_order = {"cpu": ("torch",)}

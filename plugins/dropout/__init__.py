@@ -31,9 +31,11 @@ from typing import Any, TypeVar
 import torch
 from kernelzoo_plugins.exp import interpreter_sized, overflow_to_inf
 
+from kernelzoo import ops
+from kernelzoo.autograd import contiguous
 from kernelzoo.elementwise import UnaryOp, tensor_makers, variant_id
 from kernelzoo.errors import ArgumentError, DTypeError
-from kernelzoo.registry import BadCase, Call, Case
+from kernelzoo.registry import BadCase, Call, Case, Derivative
 
 GOLDEN = 0x9E3779B9  # 2³² / golden ratio: odd, its bits look random
 MASK32 = 0xFFFFFFFF
@@ -104,6 +106,13 @@ class Dropout(UnaryOp):
     """dropout(x, p, seed): x · keep / (1 − p), keep a hash of (seed, element index); see the module."""
 
     name = "dropout"
+    # the derivative: the same mask and scale applied to the gradient; the mask is a hash of (seed, position),
+    # so the backward recomputes it rather than keeping it
+    derivative = Derivative(
+        inputs=("x",),
+        save=lambda call, outputs: {"p": call.params["p"], "seed": call.params["seed"]},
+        backward=lambda saved, grad: {"x": ops.dropout(contiguous(grad), saved["p"], saved["seed"])},
+    )
     # tuning and benchmarks: the kernels' speed depends on neither p nor seed
     variants = ({"p": 0.5, "seed": 0},)
 

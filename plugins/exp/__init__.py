@@ -13,8 +13,9 @@ from dataclasses import replace
 
 import torch
 
+from kernelzoo import ops
 from kernelzoo.elementwise import UnaryOp
-from kernelzoo.registry import Call, Case
+from kernelzoo.registry import Call, Case, Derivative
 
 
 def overflow_to_inf(ref: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -34,6 +35,12 @@ class Exp(UnaryOp):
     """exp(x): eˣ elementwise, as torch.exp."""
 
     name = "exp"
+    # the derivative: exp(x) itself, the output, times the gradient
+    derivative = Derivative(
+        inputs=("x",),
+        save=lambda call, outputs: {"y": outputs[0]},
+        backward=lambda saved, grad: {"x": ops.mul(grad, saved["y"])},
+    )
     # Untuned on the CPU, torch first: as fast per element where the data is large, behind more Python per call
     # (docs/perf/exp.md, docs/design/elementwise.md). On a GPU the global order stands.
     default_order = {"cpu": ("torch",)}

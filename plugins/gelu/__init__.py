@@ -15,9 +15,10 @@ from typing import Any
 
 import torch
 
+from kernelzoo import ops
 from kernelzoo.elementwise import UnaryOp
 from kernelzoo.errors import ArgumentError
-from kernelzoo.registry import BadCase, Call
+from kernelzoo.registry import BadCase, Call, Derivative
 
 APPROXIMATIONS = ("none", "tanh")
 SQRT_HALF = math.sqrt(0.5)  # erf's argument is x/√2
@@ -32,6 +33,12 @@ class Gelu(UnaryOp):
     """gelu(x, approximate="none"|"tanh"): torch.nn.functional.gelu, elementwise."""
 
     name = "gelu"
+    # the derivative: gelu_backward from x, by the same formula as the forward
+    derivative = Derivative(
+        inputs=("x",),
+        save=lambda call, outputs: {"x": call.inputs["x"], "approximate": call.params["approximate"]},
+        backward=lambda saved, grad: {"x": ops.gelu_backward(grad, saved["x"], approximate=saved["approximate"])},
+    )
     flops_per_element = FLOPS_PER_ELEMENT["none"]  # the default variant; flops() reads the call's
     variants = ({"approximate": "none"}, {"approximate": "tanh"})
 

@@ -6,14 +6,21 @@ from __future__ import annotations
 import torch
 from kernelzoo_plugins.exp import interpreter_sized
 
+from kernelzoo import ops
 from kernelzoo.elementwise import UnaryOp
-from kernelzoo.registry import Call, Case
+from kernelzoo.registry import Call, Case, Derivative
 
 
 class Log(UnaryOp):
     """log(x) elementwise, as torch.log."""
 
     name = "log"
+    # the derivative: 1/x
+    derivative = Derivative(
+        inputs=("x",),
+        save=lambda call, outputs: {"x": call.inputs["x"]},
+        backward=lambda saved, grad: {"x": ops.div(grad, saved["x"])},
+    )
 
     def cases(self) -> list[Case]:
         return interpreter_sized(super().cases())

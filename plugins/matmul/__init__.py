@@ -13,8 +13,10 @@ from typing import Any
 
 import torch
 
+from kernelzoo import ops
+from kernelzoo.autograd import reduced
 from kernelzoo.errors import ArgumentError, DeviceError, DTypeError
-from kernelzoo.registry import BadCase, Call, Case, Op, check_same, check_tensor, randn
+from kernelzoo.registry import BadCase, Call, Case, Derivative, Op, check_same, check_tensor, randn
 from kernelzoo.tolerance import Tolerance, tolerance_for
 
 FP32_UNIT_ROUNDOFF = 2.0**-24
@@ -42,6 +44,14 @@ class Matmul(Op):
     """matmul(a, b): a @ b for 2-D or batched 3-D tensors (torch.matmul semantics), float32 accumulation."""
 
     name = "matmul"
+    # the derivative: grad·bᵀ and aᵀ·grad by the matmul op, each summed back over a batch dim that broadcasting
+    # expanded (a 2-D operand of a batched product, or a batch of 1)
+    derivative = Derivative(
+        inputs=("a", "b"),
+        save=lambda call, outputs: {"a": call.inputs["a"], "b": call.inputs["b"]},
+        backward=lambda saved, grad: {"a": reduced(ops.matmul(grad, saved["b"].transpose(-1, -2)), saved["a"].shape),
+                                      "b": reduced(ops.matmul(saved["a"].transpose(-1, -2), grad), saved["b"].shape)},
+    )
     # Untuned, torch first: it won every tuned GPU key of the shipped winners and ran ahead of openmp at every CPU
     # benchmark shape (docs/perf/matmul.md, docs/design/gemm.md)
     default_order = {"cuda": ("torch",), "cpu": ("torch",)}

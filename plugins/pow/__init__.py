@@ -27,9 +27,11 @@ from typing import Any
 import torch
 from kernelzoo_plugins.exp import interpreter_sized, overflow_to_inf
 
+from kernelzoo import ops
+from kernelzoo.autograd import scaled
 from kernelzoo.elementwise import UnaryOp
 from kernelzoo.errors import ArgumentError, DTypeError
-from kernelzoo.registry import BadCase, Call, Case
+from kernelzoo.registry import BadCase, Call, Case, Derivative
 
 
 def _float32(value: float) -> float:
@@ -41,6 +43,12 @@ class Pow(UnaryOp):
     """pow(x, exponent): x ** exponent elementwise for a finite real exponent, as torch.pow."""
 
     name = "pow"
+    # the derivative: exponent·x^(exponent-1) (0 for exponent 0, as torch gives even at x = 0)
+    derivative = Derivative(
+        inputs=("x",),
+        save=lambda call, outputs: {"x": call.inputs["x"], "exponent": call.params["exponent"]},
+        backward=lambda saved, grad: {"x": _pow_grad(grad, saved["x"], saved["exponent"])},
+    )
     # the kernels' special cases (2: x·x, 0.5: sqrt, -1: 1/x, 3: x·x·x) and their general path (1.5: NaN for x < 0)
     variants = ({"exponent": 2.0}, {"exponent": 0.5}, {"exponent": -1.0}, {"exponent": 3.0},
                 {"exponent": 1.5})
@@ -85,3 +93,14 @@ class Pow(UnaryOp):
             BadCase("exponent-tensor", lambda: ((torch.ones(3), torch.ones(3)), {}), ArgumentError,
                     "pow: exponent must be a real number, finite in float32, got tensor"),
         ]
+
+
+def _pow_grad(grad: torch.Tensor, x: torch.Tensor, exponent: float) -> torch.Tensor:
+    """grad·exponent·x^(exponent-1), by the mul and pow ops (zeros for exponent 0, as torch gives)."""
+    if exponent == 0.0:
+        return torch.zeros(grad.shape, dtype=grad.dtype, device=grad.device)
+    if exponent == 1.0:
+        return grad
+    if exponent == 2.0:
+        return ops.mul(grad, scaled(x, 2.0))
+    return ops.mul(grad, scaled(ops.pow(x, exponent - 1.0), exponent))

@@ -4,14 +4,21 @@ from __future__ import annotations
 
 import torch
 
+from kernelzoo import ops
 from kernelzoo.elementwise import UnaryOp
-from kernelzoo.registry import Call
+from kernelzoo.registry import Call, Derivative
 
 
 class Relu(UnaryOp):
     """relu(x): max(x, 0) elementwise, NaN propagated as torch.relu does."""
 
     name = "relu"
+    # the derivative: relu_backward from the output (zero where it is)
+    derivative = Derivative(
+        inputs=("x",),
+        save=lambda call, outputs: {"y": outputs[0]},
+        backward=lambda saved, grad: {"x": ops.relu_backward(grad, saved["y"])},
+    )
     # Untuned on the CPU, torch first: a memory-bound pass that torch runs as fast, behind less Python
     # (docs/perf/relu.md, docs/design/elementwise.md). On a GPU the global order stands.
     default_order = {"cpu": ("torch",)}
