@@ -27,7 +27,7 @@ def prune(store: Store, older_than_days: float | None = None) -> Pruned:
     went."""
     import optuna
 
-    from kernelzoo.tuner.search import optuna_storage
+    from kernelzoo.db.studies import optuna_storage
 
     stale = [w.key for w in winners(store) if not registry.is_current(w.op, w.plugin, w.source_hash, w.config)]
     n_winners = store.transaction(lambda s: delete_winners(s, stale), write=True)
