@@ -117,13 +117,22 @@ def _eager_steps(model, opt, loss, batches) -> list[float]:
 def test_a_graphed_mytorch_step_trains_as_eager_steps():
     model, batches, loss = _model_and_batches("cuda")
     twin, _, _ = _model_and_batches("cuda")
-    eager_losses = _eager_steps(twin, mytorch.optim.AdamW(twin.parameters(), lr=1e-3), loss, batches)
-    opt = mytorch.optim.AdamW(model.parameters(), lr=1e-3, capturable=True)
+    lr = 1e-3
+    eager_losses = _eager_steps(twin, mytorch.optim.AdamW(twin.parameters(), lr=lr), loss, batches)
+    opt = mytorch.optim.AdamW(model.parameters(), lr=lr, capturable=True)
     step = mytorch.cuda.make_graphed_step(model, opt, loss, *map(mytorch.from_torch, batches[0]))
     graph_losses = [step(*map(mytorch.from_torch, b)).item() for b in batches]
     assert graph_losses == pytest.approx(eager_losses, rel=1e-4)
     for (name, p), q in zip(model.named_parameters(), twin.parameters(), strict=True):
-        torch.testing.assert_close(p.data, q.data, rtol=1e-4, atol=1e-5, msg=name)
+        mine, theirs = p.data, q.data
+        if name.endswith("attn.in_proj_bias"):
+            # The key bias's true gradient is zero (a constant added to every key's score leaves the softmax as it
+            # was), so what reaches it is rounding noise, which Adam scales up to steps of about lr whose signs
+            # differ between any two runs. It may differ by that much; the query and value biases may not.
+            d = mine.shape[0] // 3
+            torch.testing.assert_close(mine[d:2 * d], theirs[d:2 * d], rtol=0, atol=2 * lr * len(batches), msg=name)
+            mine, theirs = torch.cat([mine[:d], mine[2 * d:]]), torch.cat([theirs[:d], theirs[2 * d:]])
+        torch.testing.assert_close(mine, theirs, rtol=1e-4, atol=1e-5, msg=name)
 
 
 def test_a_capturable_adam_steps_as_torch_does():
