@@ -119,19 +119,6 @@ def shipped_records(op: str | None = None) -> list[Winner]:
     return out
 
 
-def candidates(store: Store, op: str, here: Fingerprint, dtype: str, flags: str) -> list[Winner]:
-    """The records dispatch chooses from for one (op, device, dtype, flags) group: this device's own, then
-    provisional ones from siblings (the user's database, then the shipped files) for buckets it lacks."""
-    from kernelzoo.db.records import winners
-
-    own = winners(store, op=op, device_hash=here.hash, dtype=dtype, flags=flags)
-    if not here.capability:
-        return own
-    others = [w for w in winners(store, op=op, dtype=dtype, flags=flags) if w.device.hash != here.hash]
-    others += [w for w in shipped_records(op) if w.dtype == dtype and w.flags == flags]
-    return own + borrow(here, own, others)
-
-
 def provisional_keys(store: Store, here: Fingerprint, op: str | None = None) -> list[Winner]:
     """Every provisional record for ``here`` (of ``op``): what ``tune --verify`` re-times."""
     from kernelzoo.db.records import winners

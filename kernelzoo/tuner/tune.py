@@ -59,11 +59,6 @@ class ShapeReport:
     winner: str | None = None
 
 
-def default_device() -> str:
-    """'cuda' if torch sees a GPU (asked without creating a CUDA context), else 'cpu'."""
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
 def plugins_for(op: str, device: str, requested: Sequence[str] | None) -> list[str]:
     """The requested plugins (checked), else those dispatch may choose on ``device`` automatically."""
     known = [i.plugin for i in registry.implementations(op)]
