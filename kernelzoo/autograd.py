@@ -91,7 +91,7 @@ class _Function(torch.autograd.Function):
     that records a backward, where each Python call and temporary dict adds to the op's host time."""
 
     @staticmethod
-    def forward(ctx: Any, call: Call, *tensors: torch.Tensor | None) -> Any:
+    def forward(ctx: Any, call: Call, choice: dispatch.Choice | None, *tensors: torch.Tensor | None) -> Any:
         op = call.op
         derivative: Derivative = op.derivative  # type: ignore[assignment]
         names = derivative.inputs
@@ -104,7 +104,7 @@ class _Function(torch.autograd.Function):
                 if t is not None:
                     inputs[name] = t.detach()
         call = Call(op, inputs, call.params)
-        outputs = dispatch.run_call(op, call)
+        outputs = dispatch.run_call(op, call) if choice is None else dispatch.run_chosen(op, call, choice)
         several = isinstance(outputs, tuple)
         saved = derivative.save(call, outputs if several else (outputs,))
         kept_names, kept_tensors = [], []
@@ -145,8 +145,8 @@ def _backward(ctx: Any, grad: torch.Tensor, *_: Any) -> tuple:
     need = ctx.needs_input_grad
     names = derivative.inputs
     if len(names) == 1:
-        return None, grads.get(names[0]) if need[1] else None
-    return (None, *[grads.get(name) if need[i] else None for i, name in enumerate(names, 1)])
+        return None, None, grads.get(names[0]) if need[2] else None
+    return (None, None, *[grads.get(name) if need[i] else None for i, name in enumerate(names, 2)])
 
 
 _once_differentiable_backward = torch.autograd.function.once_differentiable(_backward)
@@ -161,16 +161,17 @@ _transforms_active = torch._C._are_functorch_transforms_active
 _unwrap_if_dead = torch._C._functorch.unwrap_if_dead
 
 
-def apply(call: Call) -> Any:
-    """Run a checked ``call`` recording its backward: all of the implementation's outputs."""
+def apply(call: Call, choice: dispatch.Choice | None = None) -> Any:
+    """Run a checked ``call`` recording its backward: all of the implementation's outputs. ``choice``: what
+    runs it, where the caller has chosen already (else dispatch chooses)."""
     names = call.op.derivative.inputs  # type: ignore[union-attr]
     inputs = call.inputs
     if _transforms_active():
-        return _Function.apply(call, *[inputs.get(name) for name in names])
+        return _Function.apply(call, choice, *[inputs.get(name) for name in names])
     if len(names) == 1:
         t = inputs.get(names[0])
-        return _c_apply(call, None if t is None else _unwrap_if_dead(t))
-    return _c_apply(call, *[None if t is None else _unwrap_if_dead(t) for t in map(inputs.get, names)])
+        return _c_apply(call, choice, None if t is None else _unwrap_if_dead(t))
+    return _c_apply(call, choice, *[None if t is None else _unwrap_if_dead(t) for t in map(inputs.get, names)])
 
 
 def register(op: Op, qualname: str, names: Sequence[str]) -> None:

@@ -12,7 +12,7 @@ import os
 import pkgutil
 import sys
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from importlib.metadata import entry_points
 from types import ModuleType
 from typing import Any
@@ -25,6 +25,20 @@ ENTRY_POINT_GROUP = "kernelzoo.plugins"
 # Modules registered besides the entry points (comma-separated), so a plugin can be tested and
 # tuned before it is packaged: KERNELZOO_EXTRA_PLUGINS=mypkg.kernels kernelzoo tune --op relu
 EXTRA_PLUGINS_ENV = "KERNELZOO_EXTRA_PLUGINS"
+
+# called after every change of the registry (an op or implementation added, a reload): caches of what was chosen
+# for a call (kernelzoo.dispatch) must not outlive the implementation they chose
+_listeners: list[Callable[[], None]] = []
+
+
+def on_change(listener: Callable[[], None]) -> None:
+    """Call ``listener()`` after every change of the registry."""
+    _listeners.append(listener)
+
+
+def _changed() -> None:
+    for listener in _listeners:
+        listener()
 
 
 class Registry:
@@ -54,6 +68,7 @@ class Registry:
         """Forget everything and discover the entry points again (new plugins installed)."""
         with self._lock:
             self.__init__()  # type: ignore[misc]
+            _changed()
             return self.load()
 
     def _load_entry_point(self, name: str, target: str) -> None:
@@ -85,10 +100,12 @@ class Registry:
     def add_op(self, op: Op) -> None:
         self.ops[op.name] = op
         self.impls.setdefault(op.name, {})
+        _changed()
 
     def add_impl(self, impl: Implementation) -> None:
         self.impls.setdefault(impl.op, {})[impl.plugin] = impl
         self._availability.pop(impl.key, None)
+        _changed()
 
     # --- lookup ------------------------------------------------------------------------
     def op(self, name: str) -> Op:

@@ -20,8 +20,10 @@ from typing import Any
 
 import torch
 
+from kernelzoo.discovery import on_change as registry_on_change
 from kernelzoo.errors import UnsupportedError
 from kernelzoo.registry import Call, Implementation, Op, registry
+from kernelzoo.spec import _autograd_apply
 
 # Without tuning data, a fixed order (it also breaks ties within noise in the tuning database).
 # GPU: triton first, as it won 38 of the 48 tuned keys of relu, gelu, add and softmax on the
@@ -80,6 +82,7 @@ def forget_choices() -> None:
     reading thread when winners it could not give in time have arrived)."""
     _cache.clear()
     _chosen.clear()
+    _bound.clear()
 
 
 class use:
@@ -272,6 +275,20 @@ def run_call(spec: Op, call: Call) -> Any:
     return outputs
 
 
+def run_chosen(spec: Op, call: Call, choice: Choice) -> Any:
+    """Run ``call`` on ``choice`` (made by :func:`choose` for a call of the same signature); the next candidate
+    where the choice finds it cannot take the call after all, as in :func:`run_call`."""
+    observers = _observers.get()
+    if observers:
+        return run_call(spec, call)
+    try:
+        return choice.impl.run(call, choice.config)
+    except UnsupportedError as exc:
+        if choice.forced:
+            raise
+        return _fall_back(spec, call, choice, exc)[0]
+
+
 def _run(spec: Op, call: Call) -> tuple[Any, Choice]:
     choice = choose(spec, call)
     try:
@@ -303,8 +320,123 @@ def run_op(op: str, *args: Any, **kwargs: Any) -> Any:
     """Check the arguments and run the chosen implementation: all of its outputs (the extras
     a backward needs included, e.g. layer_norm's mean and rstd), never through torch autograd.
     Frameworks with their own autograd (mytorch) call ops this way."""
+    if not _observers.get():
+        key = _key(op, False, args, kwargs)
+        if key is not None:
+            bound = _bound.get(key)
+            if bound is not None:
+                return bound.run(args, kwargs)
+            return _bind(key, op, args, kwargs, False).run(args, kwargs)
     spec = registry.op(op)
     return run_call(spec, spec.check(*args, **kwargs))
+
+
+# --- the fast path: what one argument signature fixes, found by a dictionary lookup ----------------------------
+#
+# A call's signature is each tensor argument's shape, strides, dtype, device and requires_grad, and every other
+# argument's type and value, with the forced plugin and whether gradients are on. It fixes the outcome of the
+# op's checks (but for checks an op declares to read more: Op.checks_every_call), the checked call's parameters,
+# the choice and whether autograd records the call. A steady-state call therefore computes its signature, builds
+# its Call from the arguments and runs the choice: no checks, no choice, no Op lookup.
+
+_PLAIN = frozenset({int, float, bool, str, type(None), torch.dtype})
+_TENSORS = frozenset({torch.Tensor, torch.nn.Parameter})
+_grad_enabled = torch.is_grad_enabled
+BOUND_LIMIT = 4096
+
+
+def _key(op: str, through_autograd: bool, args: tuple, kwargs: dict) -> tuple | None:
+    """The call's signature (see above), flat: a tensor gives its shape first, any other argument its type first.
+    None where an argument is of another kind (a tensor subclass, a list of tensors, an object): such calls take
+    the checked path every time."""
+    key: list[Any] = [op, through_autograd and _grad_enabled(), forced_plugin()]
+    extend = key.extend
+    for a in (*args, *kwargs.values()) if kwargs else args:
+        kind = type(a)
+        if kind in _TENSORS:
+            extend((a.shape, a.stride(), a.dtype, a.device, a.requires_grad))
+        elif kind in _PLAIN:
+            extend((kind, a))
+        elif (kind is tuple or kind is list) and all(type(v) is int for v in a):
+            extend((kind, tuple(a)))
+        else:
+            return None
+    if kwargs:
+        key.append(tuple(kwargs))
+    return tuple(key)
+
+
+@dataclass(frozen=True, slots=True)
+class _Bound:
+    """What a signature fixes: the op, the choice, whether autograd records the call, and how to build the
+    checked Call from the arguments: the inputs' names and their positions among the arguments (None: the op's
+    checks run at every call, because it declares that they read more than the signature, or they put another
+    tensor in an argument's place)."""
+
+    spec: Op
+    choice: Choice
+    names: tuple[str, ...] | None
+    positions: tuple[int, ...]
+    params: dict[str, Any]
+    autograd: bool
+
+    def checked(self, args: tuple, kwargs: dict) -> Call:
+        names = self.names
+        if names is None:
+            return self.spec.check(*args, **kwargs)
+        flat = (*args, *kwargs.values()) if kwargs else args
+        if len(names) == 1:
+            return Call(self.spec, {names[0]: flat[self.positions[0]]}, self.params)
+        return Call(self.spec, dict(zip(names, map(flat.__getitem__, self.positions))), self.params)
+
+    def run(self, args: tuple, kwargs: dict) -> Any:
+        """All of the implementation's outputs (``run_op``)."""
+        return run_chosen(self.spec, self.checked(args, kwargs), self.choice)
+
+    def call(self, args: tuple, kwargs: dict) -> Any:
+        """What ``kernelzoo.ops.<op>`` returns, through autograd where the signature says so."""
+        call = self.checked(args, kwargs)
+        if self.autograd:
+            return self.spec.result(call, _autograd_apply()(call, self.choice))
+        choice = self.choice
+        try:
+            outputs = choice.impl.run(call, choice.config)
+        except UnsupportedError as exc:
+            if choice.forced:
+                raise
+            outputs = _fall_back(self.spec, call, choice, exc)[0]
+        return self.spec.result(call, outputs)
+
+
+_bound: dict[tuple, _Bound] = {}
+
+
+def _bind(key: tuple, op: str, args: tuple, kwargs: dict, through_autograd: bool) -> _Bound:
+    """Check a call (its errors reach the caller and nothing is kept), choose, and keep what its signature
+    fixes."""
+    spec = registry.op(op)
+    call = spec.check(*args, **kwargs)
+    choice = choose(spec, call)
+    names: tuple[str, ...] | None = None
+    positions: list[int] = []
+    if not spec.checks_every_call:
+        flat = (*args, *kwargs.values())
+        for value in call.inputs.values():
+            position = next((i for i, a in enumerate(flat) if a is value), None)
+            if position is None:
+                break
+            positions.append(position)
+        else:
+            names = tuple(call.inputs)
+    bound = _Bound(spec, choice, names, tuple(positions), call.params,
+                   through_autograd and spec.needs_autograd(call))
+    if len(_bound) >= BOUND_LIMIT:
+        _bound.clear()
+    _bound[key] = bound
+    return bound
+
+
+registry_on_change(forget_choices)
 
 
 # Set while a custom op's backward runs its kernelzoo ops: torch.compile traces that backward, and the ops must be
@@ -333,6 +465,13 @@ def call_op(op: str, *args: Any, **kwargs: Any) -> Any:
         from kernelzoo import library
 
         return library.call(op, args, kwargs)
+    if not _observers.get():
+        key = _key(op, True, args, kwargs)
+        if key is not None:
+            bound = _bound.get(key)
+            if bound is not None:
+                return bound.call(args, kwargs)
+            return _bind(key, op, args, kwargs, True).call(args, kwargs)
     spec = registry.op(op)
     call = spec.check(*args, **kwargs)
     if spec.needs_autograd(call):

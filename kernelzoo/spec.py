@@ -93,8 +93,9 @@ class Call:
     @property
     def first(self) -> torch.Tensor:
         """The first input's first tensor."""
-        value = next(iter(self.inputs.values()))
-        return value[0] if isinstance(value, tuple) else value
+        for value in self.inputs.values():
+            return value[0] if type(value) is tuple else value
+        raise ValueError(f"{self.op.name}: a call without inputs")
 
     @property
     def device(self) -> torch.device:
@@ -106,7 +107,8 @@ class Call:
 
     def empty(self, shape: Sequence[int], dtype: torch.dtype | None = None) -> torch.Tensor:
         """A new output tensor on the call's device (NaN-filled while outputs are poisoned)."""
-        out = torch.empty(tuple(shape), dtype=dtype or self.dtype, device=self.device)
+        first = self.first  # new_empty takes its device (and dtype), which torch.empty would parse again
+        out = first.new_empty(shape) if dtype is None or dtype == first.dtype else first.new_empty(shape, dtype=dtype)
         if _poison.on:
             out.fill_(float("nan"))
         return out
@@ -221,6 +223,10 @@ class Op:
     # schema types of arguments whose annotation says too little for torch.library ('int[2]' for a size
     # given as an int or a pair); the others are read off check()'s annotations (see kernelzoo.library)
     schema_types: ClassVar[Mapping[str, str]] = {}
+    # whether check() reads more of its arguments than their signature (shape, strides, dtype, device of each
+    # tensor, the other arguments' values): index values (value_range), or how tensors share storage. Dispatch
+    # remembers a signature's checks and skips them at later calls of it unless this is set.
+    checks_every_call: ClassVar[bool] = False
 
     def check(self, *args: Any, **kwargs: Any) -> Call:
         """Validate and normalise arguments; raise a kernelzoo error naming the bad one."""

@@ -61,6 +61,7 @@ class AdamUpdateForeach(Op):
     in place, in as few launches as the plugin can; returns params."""
 
     name = "adam_update_foreach_"
+    checks_every_call = True  # how the lists' tensors share memory
     inplace = ("params", "exp_avgs", "exp_avg_sqs", "max_exp_avg_sqs")
     # (tensors, elements each): a transformer's parameter set in 1M-element tensors, and many small ones
     shapes = {"cuda": [(64, 1 << 20), (256, 4096)], "cpu": [(16, 1 << 18), (64, 4096)]}

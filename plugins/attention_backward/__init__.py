@@ -81,6 +81,7 @@ class AttentionBackward(AttentionSpecBase):
     the gradients of attention, from its outputs o and lse and the output gradient do."""
 
     name = "attention_backward"
+    checks_every_call = True  # whether q, k and v are views of one packed tensor
     outputs = 3  # dq, dk, dv
 
     def check(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, lse: torch.Tensor,

@@ -98,6 +98,7 @@ class Copy(BinaryOp):
     reference, verification and cases are its own."""
 
     name = "copy_"
+    checks_every_call = True  # dst and src must not overlap in memory
     # Untuned on the CPU, torch first: a memory-bound pass that torch runs as fast, behind less Python
     # (docs/perf/copy_.md, docs/design/elementwise.md). On a GPU the global order stands.
     default_order = {"cpu": ("torch",)}

@@ -143,6 +143,7 @@ class CrossEntropy(Op):
     log-softmax and NLL; lse kept for the backward)."""
 
     name = "cross_entropy"
+    checks_every_call = True  # the target's values must be class indices (value_range)
     outputs = 2  # the loss and the rows' log-sum-exp
     # the derivative: cross_entropy_backward from the logits and their rows' log-sum-exp
     derivative = Derivative(

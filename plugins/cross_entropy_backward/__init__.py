@@ -66,6 +66,7 @@ class CrossEntropyBackward(Op):
     label_smoothing=0.0) -> grad_logits."""
 
     name = "cross_entropy_backward"
+    checks_every_call = True  # the target's values must be class indices (value_range)
     # Untuned on a GPU, the cuda plugin first: tuned, it ran ahead of the Triton plugin at every benchmark shape
     # (docs/perf/cross_entropy_backward.md)
     default_order = {"cuda": ("cuda",)}

@@ -66,6 +66,7 @@ class Embedding(Op):
     """embedding(indices, weight, padding_idx=None) -> weight[indices]."""
 
     name = "embedding"
+    checks_every_call = True  # the indices' values must be rows of the weight (value_range)
     # the derivative: embedding_backward sums the gradient rows of each index
     derivative = Derivative(
         inputs=("weight",),

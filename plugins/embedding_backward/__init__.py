@@ -51,6 +51,7 @@ class EmbeddingBackward(Op):
     """embedding_backward(grad_output, indices, num_weights, padding_idx=None, deterministic=False) -> grad_weight."""
 
     name = "embedding_backward"
+    checks_every_call = True  # the indices' values must be rows of the weight (value_range)
     shapes = {"cuda": [(50257, 4096, 16384), (32000, 4096, 65536)], "cpu": [(50257, 1024, 4096), (32000, 512, 16384)]}
 
     def check(self, grad_output: torch.Tensor, indices: torch.Tensor, num_weights: int, padding_idx: int | None = None,
