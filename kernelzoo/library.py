@@ -110,10 +110,10 @@ def _returns(op: Op) -> str:
     return "Tensor[]" if op.outputs > 1 else "Tensor"
 
 
-def _conform(outputs: Any, call: Call) -> Any:
+def _conform(outputs: Any, arguments: Sequence[Any]) -> Any:
     """An implementation's outputs as a custom op returns them: contiguous, and copied where one shares memory
-    with an input (a custom op's outputs may not alias its inputs)."""
-    storages = {t.untyped_storage().data_ptr() for t in _tensors(call.inputs.values())}
+    with a tensor argument (a custom op's outputs may not alias its inputs)."""
+    storages = {t.untyped_storage().data_ptr() for t in _tensors(arguments)}
 
     def own(t: torch.Tensor) -> torch.Tensor:
         if t.numel() and t.untyped_storage().data_ptr() in storages:
@@ -151,13 +151,17 @@ def _define(op: Op) -> None:
     inplace = bool(op.inplace)
     _library.define(name + text)
 
+    # check()'s parameters that may be passed by position; the schema lists them all, in check()'s order
+    positional = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in op.signature.parameters.values())
+
     def real(*args: Any, **kwargs: Any) -> Any:
         from kernelzoo import dispatch
 
-        spec = registry.op(name)
-        call = spec.check(**dict(zip(names, args)), **kwargs)
-        outputs = dispatch.run_call(spec, call)
-        return None if inplace else _conform(outputs, call)
+        if len(args) > positional:
+            kwargs = {**dict(zip(names[positional:], args[positional:])), **kwargs}
+            args = args[:positional]
+        outputs = dispatch.run_op(name, *args, **kwargs)  # dispatch's own path, its signature cache included
+        return None if inplace else _conform(outputs, (*args, *kwargs.values()))
 
     def fake(*args: Any, **kwargs: Any) -> Any:
         spec = registry.op(name)
