@@ -37,6 +37,15 @@ DEFAULT_ORDER: dict[str, tuple[str, ...]] = {
 }
 _BUILTIN_KINDS = ("python", "openmp", "cuda", "triton", "torch")
 
+# A GPU call that moves fewer bytes than this (Op.bytes) runs in about a launch's latency on the device whichever
+# kernel runs it (a MiB takes a fraction of a microsecond at HBM rates), while the plugins' host costs per call
+# differ by several microseconds (docs/perf/call-path.md): such a call is bound by the host. Without a tuned record
+# of its own bucket (a nearest bucket's winner was timed where the device bound it) it runs the plugins of
+# HOST_BOUND_ORDER first, those whose host path is cheapest: torch's own op. The CPU needs no such rule: its
+# timings are wall time, host cost included.
+HOST_BOUND_BYTES: dict[str, int] = {"cuda": 1 << 20}
+HOST_BOUND_ORDER: dict[str, tuple[str, ...]] = {"cuda": ("torch",)}
+
 _forced: contextvars.ContextVar[str | None] = contextvars.ContextVar("kernelzoo_forced", default=None)
 
 
@@ -129,15 +138,28 @@ def plugin_order(device_type: str, plugins: Iterable[str], op: str | None = None
     return order + sorted(p for p in present if p not in _BUILTIN_KINDS)
 
 
-def _default_choices(op: Op, device: torch.device) -> list[Choice]:
+def _default_choices(op: Op, device: torch.device, host_bound: bool = False) -> list[Choice]:
     impls = {i.plugin: i for i in registry.implementations(op.name)}
+    order = plugin_order(device.type, impls, op.name)
+    reason = "default order"
+    if host_bound:
+        first = [p for p in HOST_BOUND_ORDER.get(device.type, ()) if p in impls]
+        order = first + [p for p in order if p not in first]
+        reason = "default order, host-bound size"
     choices = []
-    for plugin in plugin_order(device.type, impls, op.name):
+    for plugin in order:
         impl = impls[plugin]
         if device.type not in impl.devices() or not registry.availability(impl):
             continue
-        choices.append(Choice(plugin, impl.config(), "default order", impl))
+        choices.append(Choice(plugin, impl.config(), reason, impl))
     return choices
+
+
+def host_bound(op: Op, call: Call) -> bool:
+    """Whether ``call`` moves too few bytes for its kernel's time to matter next to its host cost (see
+    :data:`HOST_BOUND_BYTES`)."""
+    limit = HOST_BOUND_BYTES.get(call.device.type)
+    return limit is not None and op.bytes(call) < limit
 
 
 def tuned(op: Op, call: Call, plugin: str | None = None) -> Choice | None:
@@ -147,11 +169,14 @@ def tuned(op: Op, call: Call, plugin: str | None = None) -> Choice | None:
 
 
 def _candidates(op: Op, call: Call) -> list[Choice]:
-    key = (op.name, call.device, call.dtype, op.bucket(call), op.flags(call))
+    small = host_bound(op, call)
+    key = (op.name, call.device, call.dtype, op.bucket(call), op.flags(call), small)
     found = _cache.get(key)
     if found is None:
         winner = tuned(op, call)
-        found = ([winner] if winner is not None else []) + _default_choices(op, call.device)
+        if winner is not None and small and winner.nearest:
+            winner = None
+        found = ([winner] if winner is not None else []) + _default_choices(op, call.device, small)
         _cache[key] = found
     return found
 

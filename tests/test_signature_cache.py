@@ -154,3 +154,35 @@ def test_an_op_whose_checks_read_values_keeps_no_remembered_inputs() -> None:
     ops.cross_entropy(torch.randn(2, 3), target)
     key = dispatch._key("cross_entropy", True, (torch.randn(2, 3), target), {})
     assert dispatch._bound[key].names is None
+
+
+def test_a_host_bound_call_runs_the_cheapest_host_path_unless_its_own_bucket_is_tuned(monkeypatch) -> None:
+    """Below HOST_BOUND_BYTES a call runs HOST_BOUND_ORDER's plugins first, and a nearest bucket's winner (timed
+    where the device bound it) does not apply; a winner of the call's own bucket still does. The rule is the GPU's;
+    here it is set for the CPU, with the python plugin standing for the cheap host path."""
+    monkeypatch.setitem(dispatch.HOST_BOUND_BYTES, "cpu", 4096)
+    monkeypatch.setitem(dispatch.HOST_BOUND_ORDER, "cpu", ("python",))
+    small, large = torch.randn(4, 8), torch.randn(64, 64)  # 256 and 32768 bytes moved
+    openmp = registry.impl("softmax", "openmp")
+    winners = {"nearest": dispatch.Choice("openmp", openmp.config(), "tuned (nearest bucket)", openmp, nearest=True),
+               "exact": dispatch.Choice("openmp", openmp.config(), "tuned (exact bucket)", openmp)}
+    kind = {"now": None}
+    monkeypatch.setattr(dispatch, "_winner_source", lambda op, call, plugin: winners.get(kind["now"]))
+    for now, expected_small in ((None, "python"), ("nearest", "python"), ("exact", "openmp")):
+        kind["now"] = now
+        dispatch.forget_choices()
+        chosen = kernelzoo.explain("softmax", small)
+        assert chosen.plugin == expected_small, now
+        assert (chosen.reason == "default order, host-bound size") == (expected_small == "python")
+        assert kernelzoo.explain("softmax", large).plugin == "openmp", now  # the default order, or tuned
+    dispatch.forget_choices()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_a_small_gpu_call_runs_torch_unless_tuned_there() -> None:
+    x = torch.randn(64, 1024, device="cuda")
+    chosen = kernelzoo.explain("relu", x)
+    assert chosen.plugin == "torch" or chosen.reason.startswith("tuned (exact"), chosen
+    assert not dispatch.host_bound(registry.op("relu"), registry.op("relu").check(torch.randn(1024, 1024,
+                                                                                             device="cuda")))
