@@ -112,3 +112,15 @@ def test_tail_holds_the_constexprs_in_signature_order() -> None:
     assert launch.tail(runtime, {"NEGATE": True, "BLOCK": 32}) == (32, True)
     # a runtime parameter given by keyword: no tail, so that kernel's launches all go through Triton
     assert launch.tail(runtime[:-1], {"alpha": 0.5, "BLOCK": 64}) is None
+
+
+def test_the_host_grid_helpers_agree_with_tritons() -> None:
+    import triton
+
+    from kernelzoo.backends.triton import cdiv, next_power_of_2
+
+    sizes = [*range(0, 5000), 2**20 - 1, 2**20, 2**20 + 1, 2**31 - 1, 2**31, 2**40 + 3]
+    for n in sizes:
+        assert next_power_of_2(n) == triton.next_power_of_2(n), n
+        for block in (1, 3, 16, 128, 1000, 4096):
+            assert cdiv(n, block) == triton.cdiv(n, block), (n, block)

@@ -61,6 +61,17 @@ class TritonImplementation(Implementation):
         return ("cpu",) if interpreting() else ("cuda",)
 
 
+def cdiv(a: int, b: int) -> int:
+    """ceil(a / b) for launch grids on the host. ``triton.cdiv`` computes the same but is a constexpr function,
+    callable inside kernels too, whose host call costs microseconds of argument unwrapping."""
+    return -(a // -b)
+
+
+def next_power_of_2(n: int) -> int:
+    """The smallest power of two >= n (0 for 0), as ``triton.next_power_of_2`` gives it, at a host call's cost."""
+    return 1 << (n - 1).bit_length() if n > 0 else 0
+
+
 # torch's current CUDA device, read at every launch, straight from its C binding (which initialises CUDA
 # if need be): torch.cuda.current_device() adds a Python frame and a second initialisation test
 _current_device = getattr(torch._C, "_cuda_getDevice", torch.cuda.current_device)
