@@ -444,7 +444,11 @@ def _bind(key: tuple, op: str, args: tuple, kwargs: dict, through_autograd: bool
     choice = choose(spec, call)
     names: tuple[str, ...] | None = None
     positions: list[int] = []
-    if not spec.checks_every_call:
+    # parameters are shared by every call of the signature: only plain values may be (a tensor there would be
+    # the first call's)
+    plain = all(type(v) in _PLAIN or (type(v) is tuple and all(type(i) in _PLAIN for i in v))
+                for v in call.params.values())
+    if plain and not spec.checks_every_call:
         flat = (*args, *kwargs.values())
         for value in call.inputs.values():
             position = next((i for i, a in enumerate(flat) if a is value), None)
