@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import torch
-from kernelzoo_plugins.exp import interpreter_sized, overflow_to_inf
+from kernelzoo_plugins._elementwise.spec import interpreter_sized, overflow_to_inf
 
 from kernelzoo import ops
 from kernelzoo.autograd import contiguous

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import torch
-from kernelzoo_plugins.gelu import KAPPA, SQRT_2_OVER_PI, SQRT_HALF
+from kernelzoo_plugins._elementwise.spec import KAPPA, SQRT_2_OVER_PI, SQRT_HALF
 
 from kernelzoo.registry import FLOATS, Call, Implementation
 

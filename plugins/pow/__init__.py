@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from kernelzoo_plugins.exp import interpreter_sized, overflow_to_inf
+from kernelzoo_plugins._elementwise.spec import interpreter_sized, overflow_to_inf
 
 from kernelzoo import ops
 from kernelzoo.autograd import scaled
