@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from kernelzoo_plugins.linear import check_linear, linear_inputs, reduction_tolerance, rows, shape_text, verify_each
+from kernelzoo_plugins._gemm.spec import check_linear, linear_inputs, reduction_tolerance, rows, shape_text, verify_each
 
 from kernelzoo.errors import ArgumentError, DeviceError, DTypeError
 from kernelzoo.registry import BadCase, Call, Case, Op, check_same, check_tensor, randn

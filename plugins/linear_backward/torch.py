@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import torch
-from kernelzoo_plugins.linear import rows
+from kernelzoo_plugins._gemm.spec import rows
 
 from kernelzoo.registry import FLOATS, Call, Implementation
 

@@ -25,8 +25,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from kernelzoo_plugins.conv2d import Pair, as_pair, batched
-from kernelzoo_plugins.linear import shape_text
+from kernelzoo_plugins._gemm.conv import Pair, as_pair, batched
+from kernelzoo_plugins._gemm.spec import shape_text
 
 from kernelzoo import ops
 from kernelzoo.errors import ArgumentError, DTypeError

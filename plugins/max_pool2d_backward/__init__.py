@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from kernelzoo_plugins.linear import reduction_tolerance, shape_text
+from kernelzoo_plugins._gemm.spec import reduction_tolerance, shape_text
 from kernelzoo_plugins.max_pool2d import (
     MaxPool2d,
     check_pool_input,

@@ -5,7 +5,7 @@ elements are distinct, so no two adds collide (and no atomics are needed on the 
 from __future__ import annotations
 
 import torch
-from kernelzoo_plugins.conv2d import batched
+from kernelzoo_plugins._gemm.conv import batched
 
 from kernelzoo.registry import FLOATS, Call, Implementation
 
