@@ -28,10 +28,18 @@ from kernelzoo_plugins._gemm.conv import (
     conv_bad_cases,
     conv_bias_bad_cases,
     conv_cases,
-    conv_shape,
     conv_sizes,
     example_geometry,
     params_flags,
+)
+from kernelzoo_plugins._gemm.conv import (  # re-exported: the plugins' geometry
+    batched as batched,
+)
+from kernelzoo_plugins._gemm.conv import (
+    conv_shape as conv_shape,
+)
+from kernelzoo_plugins._gemm.conv import (
+    output_shape as output_shape,
 )
 from kernelzoo_plugins._gemm.spec import reduction_tolerance, shape_text
 

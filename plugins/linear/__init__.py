@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 from kernelzoo_plugins._gemm.spec import Maker, check_linear, linear_inputs, reduction_tolerance, shape_text
+from kernelzoo_plugins._gemm.spec import rows as rows  # re-exported: the plugins' 2-d view of x
 
 from kernelzoo import ops
 from kernelzoo.errors import ArgumentError, DeviceError, DTypeError
