@@ -32,15 +32,11 @@ from kernelzoo_plugins._gemm.conv import (
     example_geometry,
     params_flags,
 )
-from kernelzoo_plugins._gemm.conv import (  # re-exported: the plugins' geometry
-    batched as batched,
-)
-from kernelzoo_plugins._gemm.conv import (
-    conv_shape as conv_shape,
-)
-from kernelzoo_plugins._gemm.conv import (
-    output_shape as output_shape,
-)
+
+# re-exported: the geometry conv2d's plugins read
+from kernelzoo_plugins._gemm.conv import batched as batched
+from kernelzoo_plugins._gemm.conv import conv_shape as conv_shape
+from kernelzoo_plugins._gemm.conv import output_shape as output_shape
 from kernelzoo_plugins._gemm.spec import reduction_tolerance, shape_text
 
 from kernelzoo import ops
