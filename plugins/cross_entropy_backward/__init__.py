@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from kernelzoo_plugins.cross_entropy import (
+from kernelzoo_plugins._rows.cross_entropy import (
     CaseSpec,
     as_rows,
     case_inputs,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import torch
-from kernelzoo_plugins.cross_entropy import from_rows
+from kernelzoo_plugins._rows.cross_entropy import from_rows
 
 from kernelzoo.registry import FLOATS, Call, Implementation
 

@@ -8,7 +8,7 @@ by up to 0.004 at −10, which exp carries into the gradient as a 0.4% error, pa
 from __future__ import annotations
 
 import torch
-from kernelzoo_plugins.cross_entropy import from_rows
+from kernelzoo_plugins._rows.cross_entropy import from_rows
 
 from kernelzoo.registry import FLOATS, Call, Implementation
 

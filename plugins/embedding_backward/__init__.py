@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from kernelzoo_plugins.embedding import (
+from kernelzoo_plugins._embedding.spec import (
     CaseSpec,
     case_indices,
     check_indices,

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from kernelzoo_plugins.layer_norm import (
+from kernelzoo_plugins._rows.layer_norm import (
     CaseSpec,
     as_rows,
     case_inputs,
