@@ -7,17 +7,10 @@
 // array, THREADS * 16 bytes apart, before its first store. It needs every array 16-byte aligned; the
 // n % PACK elements after the last whole pack are done by block 0. adam_update_scalar moves one element per
 // access. sqrtf and the division are IEEE (NVRTC's default -prec-sqrt/-prec-div), as torch's.
-#ifndef ITEMS
-#define ITEMS 4
-#endif
-#ifndef THREADS
-#define THREADS 256
-#endif
 
 constexpr int PACK = 16 / (int)sizeof(T);
 
-// Pack<V>: V elements of T as one access
-#include "../_cuda/pack.cuh"
+#include "../_cuda/streaming.cuh"
 
 struct Adam {
   float step_size, bc2_sqrt, w1, beta2, eps, weight_decay, decay;
