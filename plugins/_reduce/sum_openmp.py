@@ -15,6 +15,8 @@ _TILE = 256  # sum_openmp.c's TILE
 
 
 class SummationOpenMP(OpenMPImplementation):
+    """Base of sum's and mean's openmp plugins: sum_openmp.c, the op's scale passed in."""
+
     sources = ("sum_openmp.c",)
     cdef = """
     void sum_rows(const float *x, float *out, long long outer, long long reduced, float scale, int threads,

@@ -6,12 +6,12 @@ from __future__ import annotations
 import torch
 from kernelzoo_plugins._reduce.sum import as_3d
 
-from kernelzoo.registry import FLOATS, Call, Implementation
+from kernelzoo.backends.tensor_ops import PythonImplementation
+from kernelzoo.registry import Call
 
 
-class SummationPython(Implementation):
-    plugin = "python"
-    dtypes = {"cpu": FLOATS, "cuda": FLOATS}
+class SummationPython(PythonImplementation):
+    """Base of sum's and mean's python plugins: the op's scale (1, or 1/reduced) applied to the float32 sum."""
 
     def run(self, call: Call, config: dict) -> torch.Tensor:
         x = call.inputs["x"]

@@ -92,6 +92,8 @@ def _chunking(reduced: int, step: int, programs: int, in_flight: int) -> tuple[i
 
 
 class SummationTriton(TritonImplementation):
+    """Base of sum's and mean's Triton plugins: the kernels above, the op's scale passed in."""
+
     # BLOCK: elements a program holds per step; COLS_MAX: widest column tile of the inner > 1 kernel
     config_space = {"BLOCK": [1024, 2048, 4096, 8192], "COLS_MAX": [64, 128, 256],
                     "num_warps": [4, 8, 16], "num_stages": [1, 2, 3]}
