@@ -12,12 +12,11 @@ in chunk order (deterministic) and scales.
 
 from __future__ import annotations
 
-import functools
-
 import torch
 import triton
 import triton.language as tl
 from kernelzoo_plugins._reduce.sum import as_3d
+from kernelzoo_plugins._rows.triton import chunking, programs_in_flight
 
 from kernelzoo.backends.triton import TritonImplementation, launcher
 from kernelzoo.registry import Call
@@ -74,23 +73,6 @@ def _sum_partials_kernel(partial_ptr, out_ptr, outputs, inner, chunks, scale, BL
     tl.store(out_ptr + i, (acc * scale).to(out_ptr.dtype.element_ty), mask=mask)
 
 
-@functools.cache
-def programs_in_flight(device: torch.device) -> int:
-    """About as many programs as the GPU runs at once (4 per SM); 16 under the interpreter, so that
-    small CPU tests take the split paths too."""
-    if device.type != "cuda":
-        return 16
-    return 4 * torch.cuda.get_device_properties(device).multi_processor_count
-
-
-def _chunking(reduced: int, step: int, programs: int, in_flight: int) -> tuple[int, int]:
-    """(chunk_len, chunks): the reduced dim in whole steps, split until the GPU has enough programs."""
-    steps = max(1, triton.cdiv(reduced, step))
-    chunks = min(steps, triton.cdiv(in_flight, max(programs, 1)))
-    chunk_len = triton.cdiv(steps, chunks) * step
-    return chunk_len, max(1, triton.cdiv(reduced, chunk_len))
-
-
 class SummationTriton(TritonImplementation):
     """Base of sum's and mean's Triton plugins: the kernels above, the op's scale passed in."""
 
@@ -116,7 +98,7 @@ class SummationTriton(TritonImplementation):
             cols = min(block, triton.next_power_of_2(max(reduced, 1)))
             rows = min(block // cols, triton.next_power_of_2(triton.cdiv(outer, in_flight)))
             programs = triton.cdiv(outer, rows)
-            chunk_len, chunks = _chunking(reduced, cols, programs, in_flight)
+            chunk_len, chunks = chunking(reduced, cols, programs, in_flight)
             target = out if chunks == 1 else torch.empty((outer, chunks), dtype=torch.float32, device=x3.device)
             launcher(_sum_rows_kernel)[(programs, chunks)](
                 x3, target, outer, reduced, chunk_len, chunks, scale, ROWS=rows, COLS=cols, PARTIAL=chunks > 1,
@@ -126,7 +108,7 @@ class SummationTriton(TritonImplementation):
             steps = block // cols
             tiles = triton.cdiv(inner, cols)
             programs = outer * tiles
-            chunk_len, chunks = _chunking(reduced, steps, programs, in_flight)
+            chunk_len, chunks = chunking(reduced, steps, programs, in_flight)
             target = out if chunks == 1 else torch.empty((outer, chunks, inner), dtype=torch.float32,
                                                          device=x3.device)
             launcher(_sum_cols_kernel)[(outer * tiles, chunks)](
