@@ -7,10 +7,10 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
+from kernelzoo_plugins._reduce.plan import INTERPRETER_MAX_ELEMENTS, Plan
 
 from kernelzoo.errors import ArgumentError
 from kernelzoo.registry import Call, Case, randn
@@ -26,33 +26,14 @@ def index_output(call: Call, shape: Sequence[int]) -> torch.Tensor:
         return torch.full(tuple(shape), -1, dtype=torch.int64, device=call.device)
 
 
-# Elements above this are too slow for Triton's interpreter in CI (its programs run in Python).
-INTERPRETER_MAX_ELEMENTS = 200_000
-
-
-@dataclass(frozen=True)
-class Plan:
-    """x as a contiguous (outer, reduced, inner), and the shape of values and indices."""
-
-    outer: int
-    reduced: int
-    inner: int
-    out_shape: tuple[int, ...]
-
-
 def plan(shape: Sequence[int], dim: int | None, keepdim: bool) -> Plan:
     """The (outer, reduced, inner) view of reducing ``shape`` over ``dim`` (normalised; None for all)."""
     if dim is None:
-        return Plan(1, math.prod(shape), 1, ())
+        return Plan(1, math.prod(shape), 1, None, ())
     if not shape:  # a 0-dim tensor: its one element
-        return Plan(1, 1, 1, ())
+        return Plan(1, 1, 1, None, ())
     out_shape = tuple(1 if d == dim else n for d, n in enumerate(shape) if keepdim or d != dim)
-    return Plan(math.prod(shape[:dim]), shape[dim], math.prod(shape[dim + 1:]), out_shape)
-
-
-def as_3d(x: torch.Tensor, p: Plan) -> torch.Tensor:
-    """x as a contiguous (outer, reduced, inner) tensor (a view when x is contiguous)."""
-    return x.contiguous().view(p.outer, p.reduced, p.inner)
+    return Plan(math.prod(shape[:dim]), shape[dim], math.prod(shape[dim + 1:]), None, out_shape)
 
 
 def normalise_dim(op: str, dim: Any, ndim: int) -> int | None:

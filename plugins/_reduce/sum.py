@@ -7,29 +7,15 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
+from kernelzoo_plugins._reduce.plan import Plan, ReductionOp
 
 from kernelzoo import ops
 from kernelzoo.errors import ArgumentError, DTypeError
-from kernelzoo.registry import BadCase, Call, Case, Derivative, Op, check_tensor, randn
+from kernelzoo.registry import BadCase, Call, Case, Derivative, check_tensor, randn
 from kernelzoo.tolerance import Tolerance, tolerance_for
-
-# Elements above this are too slow for Triton's interpreter in CI (its programs run in Python).
-INTERPRETER_MAX_ELEMENTS = 200_000
-
-
-@dataclass(frozen=True)
-class Plan:
-    """How a call reduces: x (permuted first, if ``permute``) as a contiguous (outer, reduced, inner)."""
-
-    outer: int
-    reduced: int
-    inner: int
-    permute: tuple[int, ...] | None  # kept dims first, then reduced ones, when those are not one block
-    out_shape: tuple[int, ...]
 
 
 def plan(shape: Sequence[int], dims: tuple[int, ...], keepdim: bool) -> Plan:
@@ -54,13 +40,6 @@ def plan(shape: Sequence[int], dims: tuple[int, ...], keepdim: bool) -> Plan:
     kept = [d for d in range(len(shape)) if d not in dims]
     outer = math.prod(shape[d] for d in kept)
     return Plan(outer, reduced, 1, (*kept, *dims), out_shape)
-
-
-def as_3d(x: torch.Tensor, p: Plan) -> torch.Tensor:
-    """x as a contiguous (outer, reduced, inner) tensor (a view when x is contiguous and needs no permute)."""
-    if p.permute is not None:
-        x = x.permute(p.permute)
-    return x.contiguous().view(p.outer, p.reduced, p.inner)
 
 
 def _normalise_dims(op: str, dim: Any, ndim: int) -> tuple[int, ...]:
@@ -104,7 +83,7 @@ def _make(make: Callable[[torch.device, torch.dtype, torch.Generator], torch.Ten
     return build
 
 
-class Summation(Op):
+class Summation(ReductionOp):
     """The spec sum and mean share: Σ over ``dim`` in float32 times :meth:`scale`, in x's dtype."""
 
     # the derivative: the output gradient expanded back over the reduced dims (a view), times mean's scale
@@ -142,20 +121,6 @@ class Summation(Op):
         x64, p = call.inputs["x"].double(), self.plan(call)
         total = x64.sum(call.params["dim"]) if call.params["dim"] else x64.clone()
         return (total * self.scale(call)).reshape(p.out_shape)
-
-    def example(self, shape: Sequence[int], dtype: torch.dtype, device: torch.device | str,
-                generator: torch.Generator | None = None) -> Call:
-        """x of shape (outer, reduced, inner) reduced over its middle dim."""
-        if len(shape) != 3:
-            raise ArgumentError(f"{self.name}: example shapes are (outer, reduced, inner), got {tuple(shape)}")
-        return self.check(randn(shape, device, dtype, generator), dim=1)
-
-    def sizes(self, call: Call) -> dict[str, int]:
-        p = self.plan(call)
-        return {"outer": p.outer, "reduced": p.reduced, "inner": p.inner}
-
-    def flops(self, call: Call) -> float:
-        return float(call.inputs["x"].numel())
 
     def bytes(self, call: Call) -> float:
         x, p = call.inputs["x"], self.plan(call)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from kernelzoo_plugins._reduce.sum import as_3d
+from kernelzoo_plugins._reduce.plan import as_3d
 
 from kernelzoo.backends.openmp import OpenMPImplementation, ptr, thread_counts
 from kernelzoo.registry import Call

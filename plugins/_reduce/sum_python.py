@@ -4,7 +4,7 @@ scaled (mean), rounded to x's dtype."""
 from __future__ import annotations
 
 import torch
-from kernelzoo_plugins._reduce.sum import as_3d
+from kernelzoo_plugins._reduce.plan import as_3d
 
 from kernelzoo.backends.tensor_ops import PythonImplementation
 from kernelzoo.registry import Call

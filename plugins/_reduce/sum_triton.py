@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from kernelzoo_plugins._reduce.sum import as_3d
+from kernelzoo_plugins._reduce.plan import as_3d
 from kernelzoo_plugins._rows.triton import chunking, programs_in_flight
 
 from kernelzoo.backends.triton import TritonImplementation, launcher

@@ -18,7 +18,7 @@ is the op's shape, as for sum: "8192x8192x1" reduces rows, "1x8192x8192" columns
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -33,19 +33,20 @@ from kernelzoo_plugins._reduce.max import (
     normalise_dim,
     plan,
 )
-from kernelzoo_plugins._reduce.max import as_3d as as_3d
 
 # re-exported: what max's plugins read
 from kernelzoo_plugins._reduce.max import index_output as index_output
+from kernelzoo_plugins._reduce.plan import ReductionOp
+from kernelzoo_plugins._reduce.plan import as_3d as as_3d
 
 from kernelzoo import ops
 from kernelzoo.autograd import contiguous
 from kernelzoo.errors import ArgumentError, DTypeError
-from kernelzoo.registry import BadCase, Call, Case, Derivative, Op, check_tensor, randn
+from kernelzoo.registry import BadCase, Call, Case, Derivative, check_tensor
 from kernelzoo.tolerance import Mismatch, check_close
 
 
-class Max(Op):
+class Max(ReductionOp):
     """max(x, dim=None, keepdim=False) -> values (dim=None) or (values, indices) (implementations:
     always (values, indices))."""
 
@@ -95,20 +96,6 @@ class Max(Op):
         if mismatch is not None:
             return Mismatch(f"values: {mismatch}")
         return compare_indices(indices, ref_indices)
-
-    def example(self, shape: Sequence[int], dtype: torch.dtype, device: torch.device | str,
-                generator: torch.Generator | None = None) -> Call:
-        """x of shape (outer, reduced, inner) reduced over its middle dim."""
-        if len(shape) != 3:
-            raise ArgumentError(f"{self.name}: example shapes are (outer, reduced, inner), got {tuple(shape)}")
-        return self.check(randn(shape, device, dtype, generator), dim=1)
-
-    def sizes(self, call: Call) -> dict[str, int]:
-        p = self.plan(call)
-        return {"outer": p.outer, "reduced": p.reduced, "inner": p.inner}
-
-    def flops(self, call: Call) -> float:
-        return float(call.inputs["x"].numel())  # one comparison per element
 
     def bytes(self, call: Call) -> float:
         x, p = call.inputs["x"], self.plan(call)

@@ -15,10 +15,9 @@ reduced dims (an expand view, times 1/reduced for mean), which needs no kernel.
 
 from __future__ import annotations
 
-from kernelzoo_plugins._reduce.sum import Summation
-
 # re-exported: what sum's plugins read
-from kernelzoo_plugins._reduce.sum import as_3d as as_3d
+from kernelzoo_plugins._reduce.plan import as_3d as as_3d
+from kernelzoo_plugins._reduce.sum import Summation
 
 
 class Sum(Summation):
