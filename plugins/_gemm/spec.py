@@ -95,3 +95,22 @@ def linear_inputs(m: int, k: int, n: int, layout: str, device: torch.device, dty
     if layout == "offset":
         return r(m * k + 1)[1:].view(m, k), r(n * k + 1)[1:].view(n, k)
     return r(m, k), r(n, k)
+
+
+def linear_cases(_case: Callable[..., Maker]) -> list[tuple[str, Maker, bool]]:
+    """The conformance cases linear and linear_backward share, each made by the op's ``_case(m, k, n, layout,
+    bias=...)``: ids read M x K x N (tokens, in, out), with sizes off the block multiples, empty dims, and x and
+    the weight in their other layouts."""
+    return [
+        ("1x1x1", _case(1, 1, 1), True),
+        ("17x33x65", _case(17, 33, 65), True),
+        ("nobias-17x33x65", _case(17, 33, 65, bias=False), True),
+        ("65x1x17", _case(65, 1, 17), True),
+        ("vector-x-1x33x17", _case(1, 33, 17, "vector"), True),
+        ("3d-x-2x9x33x17", _case(18, 33, 17, "3d"), True),
+        ("k0-17x0x5", _case(17, 0, 5), True),
+        ("m0-0x33x17", _case(0, 33, 17), True),
+        ("n0-17x33x0", _case(17, 33, 0), True),
+        ("transposed-x-33x47x65", _case(33, 47, 65, "transposed-x"), True),
+        ("transposed-w-33x47x65", _case(33, 47, 65, "transposed-w"), True),
+    ]
