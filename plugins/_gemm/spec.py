@@ -5,14 +5,14 @@ case inputs, and :func:`rows` (x as a 2-d matrix of rows)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from kernelzoo.errors import ArgumentError
-from kernelzoo.registry import Call, check_same, check_tensor, randn
-from kernelzoo.tolerance import Mismatch, Tolerance, check_close, tolerance_for
+from kernelzoo.registry import check_same, check_tensor, randn
+from kernelzoo.tolerance import Tolerance, tolerance_for
 
 FP32_UNIT_ROUNDOFF = 2.0**-24
 
@@ -32,22 +32,6 @@ def reduction_tolerance(dtype: torch.dtype, k: int) -> Tolerance:
     base = tolerance_for(dtype)
     growth = 6.0 if dtype == torch.float32 else 6.0 + math.sqrt(k) / 4
     return Tolerance(base.rtol, base.atol + growth * FP32_UNIT_ROUNDOFF * k)
-
-
-def verify_each(call: Call, outputs: Any, reference: Any, names: Sequence[str],
-                tolerances: Sequence[Tolerance]) -> Mismatch | None:
-    """Op.verify for ops whose outputs reduce over different lengths: one tolerance per output."""
-    outs = outputs if isinstance(outputs, tuple) else (outputs,)
-    refs = reference if isinstance(reference, tuple) else (reference,)
-    if len(outs) != len(refs):
-        return Mismatch(f"{len(outs)} outputs, expected {len(refs)} ({', '.join(names)})")
-    for name, out, ref, tol in zip(names, outs, refs, tolerances):
-        if out.device != call.device:
-            return Mismatch(f"{name} is on {out.device}, expected {call.device}")
-        mismatch = check_close(out, ref, tol)
-        if mismatch is not None:
-            return Mismatch(f"{name}: {mismatch}")
-    return None
 
 
 def check_linear(op: str, x: Any, weight: Any) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from kernelzoo.errors import ArgumentError, DeviceError, DTypeError
-from kernelzoo.registry import BadCase, Call, Case, check_tensor, randn, value_range
+from kernelzoo.registry import BadCase, Call, Case, Op, check_tensor, randn, value_range
 from kernelzoo.tolerance import Tolerance, tolerance_for
 
 REDUCTIONS = ("none", "mean", "sum")
@@ -216,3 +216,16 @@ def cross_entropy_bad_cases(op: str, args: Callable[[Any, Any], tuple]) -> list[
         BadCase("zero-classes", bad(torch.zeros(4, 0), t), ArgumentError, "logits have 0 classes"),
         BadCase("target-device", bad(x, t.to("meta")), DeviceError, "logits are on cpu but target is on meta"),
     ]
+
+
+class CrossEntropyOp(Op):
+    """What the specs of cross_entropy and cross_entropy_backward share: a call's sizes are its rows and classes,
+    its flags the reduction and whether label smoothing is on."""
+
+    def sizes(self, call: Call) -> dict[str, int]:
+        logits = call.inputs["logits"]
+        return {"rows": call.inputs["target"].numel(), "classes": logits.shape[0 if logits.dim() == 1 else 1]}
+
+    def flags(self, call: Call) -> str:
+        p = call.params
+        return "-".join(filter(None, [p["reduction"], "smoothing" if p["label_smoothing"] else ""]))

@@ -30,11 +30,11 @@ from kernelzoo_plugins._gemm.conv import (
     params_flags,
     reduction_lengths,
 )
-from kernelzoo_plugins._gemm.spec import reduction_tolerance, shape_text, verify_each
+from kernelzoo_plugins._gemm.spec import reduction_tolerance, shape_text
 
 from kernelzoo.errors import ArgumentError, DTypeError
 from kernelzoo.registry import BadCase, Call, Case, Op, check_same, check_tensor, randn
-from kernelzoo.tolerance import Mismatch, Tolerance
+from kernelzoo.tolerance import Mismatch, Tolerance, verify_each
 
 GRADIENT_NAMES = ("grad_x", "grad_weight", "grad_bias")
 

@@ -30,6 +30,7 @@ import torch
 from kernelzoo_plugins._rows.cross_entropy import REDUCTIONS as REDUCTIONS
 from kernelzoo_plugins._rows.cross_entropy import (
     CaseSpec,
+    CrossEntropyOp,
     case_inputs,
     check_options,
     check_target,
@@ -43,11 +44,11 @@ from kernelzoo_plugins._rows.cross_entropy import reduce_losses as reduce_losses
 from kernelzoo_plugins._rows.cross_entropy import row_losses as row_losses
 
 from kernelzoo import ops
-from kernelzoo.registry import BadCase, Call, Case, Derivative, Op, randn
+from kernelzoo.registry import BadCase, Call, Case, Derivative, randn
 from kernelzoo.tolerance import Tolerance
 
 
-class CrossEntropy(Op):
+class CrossEntropy(CrossEntropyOp):
     """cross_entropy(logits, target, reduction="mean", ignore_index=-100, label_smoothing=0.0) -> loss (fused
     log-softmax and NLL; lse kept for the backward)."""
 
@@ -87,14 +88,6 @@ class CrossEntropy(Op):
         rows, classes = shape
         target = targets_with((rows,), classes, ignored, params.get("ignore_index", -100), device, generator)
         return self.check(randn((rows, classes), device, dtype, generator), target, **params)
-
-    def sizes(self, call: Call) -> dict[str, int]:
-        logits = call.inputs["logits"]
-        return {"rows": call.inputs["target"].numel(), "classes": logits.shape[0 if logits.dim() == 1 else 1]}
-
-    def flags(self, call: Call) -> str:
-        p = call.params
-        return "-".join(filter(None, [p["reduction"], "smoothing" if p["label_smoothing"] else ""]))
 
     def flops(self, call: Call) -> float:
         return 4.0 * call.inputs["logits"].numel()  # max, exp, sum, and the smoothing sum

@@ -24,12 +24,11 @@ from kernelzoo_plugins._gemm.spec import (
     reduction_tolerance,
     rows,
     shape_text,
-    verify_each,
 )
 
 from kernelzoo.errors import ArgumentError, DeviceError, DTypeError
 from kernelzoo.registry import BadCase, Call, Case, Op, check_same, check_tensor, randn
-from kernelzoo.tolerance import Mismatch, Tolerance
+from kernelzoo.tolerance import Mismatch, Tolerance, verify_each
 
 GRADIENT_NAMES = ("grad_x", "grad_weight", "grad_bias")
 
