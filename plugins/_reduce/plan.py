@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import torch
 
-from kernelzoo.errors import ArgumentError
-from kernelzoo.registry import Call, Op, randn
+from kernelzoo.errors import ArgumentError, DTypeError
+from kernelzoo.registry import BadCase, Call, Op, randn
 
 # Elements above this are too slow for Triton's interpreter in CI (its programs run in Python).
 INTERPRETER_MAX_ELEMENTS = 200_000
@@ -51,3 +51,13 @@ class ReductionOp(Op):
 
     def flops(self, call: Call) -> float:
         return float(call.inputs["x"].numel())
+
+    def reduction_bad_cases(self, x: torch.Tensor) -> list[BadCase]:
+        """The bad calls every reduction refuses alike: an int x, a list, and a dim out of range of the 2-d ``x``."""
+        return [
+            BadCase("int-dtype", lambda: ((torch.arange(4),), {}), DTypeError,
+                    "x must be float32, float16, bfloat16, got torch.int64"),
+            BadCase("not-a-tensor", lambda: (([1.0, 2.0],), {}), ArgumentError, "x must be a torch.Tensor, got list"),
+            BadCase("dim-out-of-range", lambda: ((x,), {"dim": 2}), ArgumentError,
+                    "dim must be in [-2, 1] for x of 2 dims, got 2"),
+        ]
