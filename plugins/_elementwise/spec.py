@@ -1,7 +1,7 @@
-"""What the elementwise ops' specs share beyond :mod:`kernelzoo.elementwise`: :func:`overflow_to_inf` for the
-references of the ops whose results can leave their dtype's range (exp, pow, dropout), :func:`interpreter_sized`
-for the conformance cases of the ops whose Triton kernels are slow in Triton's interpreter (exp, log, tanh, pow,
-dropout), and gelu's constants, which its forward and backward formulas both use.
+"""What the elementwise ops' specs share beyond :mod:`kernelzoo.elementwise` (whose ``overflow_to_inf`` serves
+the references of the ops whose results can leave their dtype's range): :func:`interpreter_sized` for the
+conformance cases of the ops whose Triton kernels are slow in Triton's interpreter (exp, log, tanh, pow, dropout),
+and gelu's constants, which its forward and backward formulas both use.
 """
 
 from __future__ import annotations
@@ -10,21 +10,12 @@ import math
 from collections.abc import Iterable
 from dataclasses import replace
 
-import torch
-
 from kernelzoo.registry import Case
 
 APPROXIMATIONS = ("none", "tanh")  # gelu's approximate= values
 SQRT_HALF = math.sqrt(0.5)  # erf's argument is x/√2
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 KAPPA = 0.044715  # the cubic term of gelu's tanh approximation
-
-
-def overflow_to_inf(ref: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """The float64 ``ref`` with each finite value beyond ``dtype``'s range replaced by the ±inf it rounds
-    to: what every output of that dtype holds there (exp(12) = 162755 is inf in float16)."""
-    rounded = ref.to(dtype).double()
-    return torch.where(torch.isinf(rounded), rounded, ref)
 
 
 def interpreter_sized(cases: Iterable[Case]) -> list[Case]:

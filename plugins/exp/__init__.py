@@ -1,16 +1,16 @@
 """exp(x) = eˣ, elementwise, with torch.exp's semantics: exp(-inf) = 0, exp(inf) = inf, NaN stays NaN.
 
-Its reference and cases use the elementwise family's :func:`overflow_to_inf` and :func:`interpreter_sized`
-(plugins/_elementwise/spec.py).
+Its reference rounds to ±inf what leaves the dtype's range (kernelzoo.elementwise.overflow_to_inf), and its cases
+keep the largest out of Triton's interpreter (plugins/_elementwise/spec.py).
 """
 
 from __future__ import annotations
 
 import torch
-from kernelzoo_plugins._elementwise.spec import interpreter_sized, overflow_to_inf
+from kernelzoo_plugins._elementwise.spec import interpreter_sized
 
 from kernelzoo import ops
-from kernelzoo.elementwise import UnaryOp
+from kernelzoo.elementwise import UnaryOp, overflow_to_inf
 from kernelzoo.registry import Call, Case, Derivative
 
 
