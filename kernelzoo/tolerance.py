@@ -6,9 +6,14 @@ compares with :func:`check_close`, so a looser or tighter rule is changed here o
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import torch
+
+if TYPE_CHECKING:
+    from kernelzoo.spec import Call
 
 
 @dataclass(frozen=True)
@@ -74,4 +79,21 @@ def check_close(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> Mismatc
             f"worst {float(err[worst]):.3g} > allowed {float(bound[worst]):.3g} "
             f"(rtol {tol.rtol:g}, atol {tol.atol:g})"
         )
+    return None
+
+
+def verify_each(call: Call, outputs: Any, reference: Any, names: Sequence[str],
+                tolerances: Sequence[Tolerance]) -> Mismatch | None:
+    """Op.verify for ops whose outputs reduce over different lengths: each output named in ``names`` checked on
+    the call's device against its reference with its own tolerance."""
+    outs = outputs if isinstance(outputs, tuple) else (outputs,)
+    refs = reference if isinstance(reference, tuple) else (reference,)
+    if len(outs) != len(refs):
+        return Mismatch(f"{len(outs)} outputs, expected {len(refs)} ({', '.join(names)})")
+    for name, out, ref, tol in zip(names, outs, refs, tolerances):
+        if out.device != call.device:
+            return Mismatch(f"{name} is on {out.device}, expected {call.device}")
+        mismatch = check_close(out, ref, tol)
+        if mismatch is not None:
+            return Mismatch(f"{name}: {mismatch}")
     return None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from kernelzoo_plugins.conv2d import triton as conv_triton
+from kernelzoo_plugins._gemm import conv_triton
 
 from kernelzoo.registry import registry
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
-from kernelzoo_plugins.linear import reduction_tolerance
+from kernelzoo_plugins._gemm.spec import reduction_tolerance
 
 import kernelzoo
 from kernelzoo import ops

@@ -1,7 +1,11 @@
 // Sums over the threads that share a row, for the row kernels of layer_norm and layer_norm_backward: a warp
 // (shuffles), a block (shuffles, then shared memory), or, on sm_90, a cluster of blocks (each block's sum,
 // then distributed shared memory). Every sum is returned to every thread that takes part, in a fixed order
-// of additions, so all of them hold the same float. CLUSTER (the cluster's blocks) is a compile-time define.
+// of additions, so all of them hold the same float. CLUSTER (the cluster's blocks) is a compile-time define, and
+// PREFETCH (layer_norm's prefetch of the next row) one with a default here.
+#ifndef PREFETCH
+#define PREFETCH 0
+#endif
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll

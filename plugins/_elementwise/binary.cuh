@@ -1,7 +1,8 @@
 // The kernels of every binary elementwise op: out = F(a, b) over arrays of T (float, kz_half or
 // kz_bf16; see the backend's PRELUDE), computed in float. `out` is always dense. An op's cuda.cu
 // defines F, a functor `float operator()(float a, float b) const`, and instantiates the entry
-// points, named after a prefix, with KZ_BINARY_KERNELS(prefix, F):
+// points, named after a prefix, with KZ_BINARY_KERNELS(prefix, F); an op whose F holds a scalar
+// (add's alpha) writes its entry points itself, passing that F to binary_packs and binary_dims:
 //
 // prefix_vec / prefix_scalar(a, b, out, n): a and b dense, of out's shape. Memory-bound
 // (16384x16384 float: 3 GiB moved, 1.07 ms at 3.0 TB/s): prefix_vec moves 16 bytes per access
@@ -16,12 +17,11 @@
 
 template <class F, int PACK>
 __device__ __forceinline__ void binary_packs(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ out,
-                                             long long n) {
+                                             long long n, const F& f) {
     typedef typename RawOf<PACK * sizeof(T)>::type B;
     const B* ab = reinterpret_cast<const B*>(a);
     const B* bb = reinterpret_cast<const B*>(b);
     B* ob = reinterpret_cast<B*>(out);
-    const F f{};
     const long long packs = n / PACK;
     const long long first = (long long)blockIdx.x * (THREADS * ITEMS) + threadIdx.x;
     Pack<PACK> va[ITEMS], vb[ITEMS];
@@ -52,8 +52,7 @@ __device__ __forceinline__ void binary_packs(const T* __restrict__ a, const T* _
 
 template <class F, bool WIDE>
 __device__ __forceinline__ void binary_dims(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ out,
-                                            long long n, int ndim, const Dim (&dims)[MAX_DIMS]) {
-    const F f{};
+                                            long long n, int ndim, const Dim (&dims)[MAX_DIMS], const F& f) {
     const long long first = (long long)blockIdx.x * (THREADS * ITEMS) + threadIdx.x;
     float va[ITEMS], vb[ITEMS];
 #pragma unroll
@@ -75,21 +74,21 @@ __device__ __forceinline__ void binary_dims(const T* __restrict__ a, const T* __
 }
 
 #define KZ_BINARY_KERNELS(prefix, F)                                                                              \
-    extern "C" __global__ void __launch_bounds__(THREADS)                                                        \
-        prefix##_vec(const T* a, const T* b, T* out, long long n) {                                              \
-        binary_packs<F, VEC>(a, b, out, n);                                                                      \
-    }                                                                                                            \
-    extern "C" __global__ void __launch_bounds__(THREADS)                                                        \
-        prefix##_scalar(const T* a, const T* b, T* out, long long n) {                                           \
-        binary_packs<F, 1>(a, b, out, n);                                                                        \
-    }                                                                                                            \
-    extern "C" __global__ void __launch_bounds__(THREADS)                                                        \
-        prefix##_strided32(const T* a, const T* b, T* out, long long n, LAYOUT_PARAMS) {                         \
-        const Dim dims[MAX_DIMS] = LAYOUT_DIMS;                                                                  \
-        binary_dims<F, false>(a, b, out, n, ndim, dims);                                                         \
-    }                                                                                                            \
-    extern "C" __global__ void __launch_bounds__(THREADS)                                                        \
-        prefix##_strided64(const T* a, const T* b, T* out, long long n, LAYOUT_PARAMS) {                         \
-        const Dim dims[MAX_DIMS] = LAYOUT_DIMS;                                                                  \
-        binary_dims<F, true>(a, b, out, n, ndim, dims);                                                          \
+    extern "C" __global__ void __launch_bounds__(THREADS)                                                         \
+        prefix##_vec(const T* a, const T* b, T* out, long long n) {                                               \
+        binary_packs<F, VEC>(a, b, out, n, F{});                                                                  \
+    }                                                                                                             \
+    extern "C" __global__ void __launch_bounds__(THREADS)                                                         \
+        prefix##_scalar(const T* a, const T* b, T* out, long long n) {                                            \
+        binary_packs<F, 1>(a, b, out, n, F{});                                                                    \
+    }                                                                                                             \
+    extern "C" __global__ void __launch_bounds__(THREADS)                                                         \
+        prefix##_strided32(const T* a, const T* b, T* out, long long n, LAYOUT_PARAMS) {                          \
+        const Dim dims[MAX_DIMS] = LAYOUT_DIMS;                                                                   \
+        binary_dims<F, false>(a, b, out, n, ndim, dims, F{});                                                     \
+    }                                                                                                             \
+    extern "C" __global__ void __launch_bounds__(THREADS)                                                         \
+        prefix##_strided64(const T* a, const T* b, T* out, long long n, LAYOUT_PARAMS) {                          \
+        const Dim dims[MAX_DIMS] = LAYOUT_DIMS;                                                                   \
+        binary_dims<F, true>(a, b, out, n, ndim, dims, F{});                                                      \
     }

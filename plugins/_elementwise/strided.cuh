@@ -1,17 +1,9 @@
 // What the elementwise kernels of binary ops (binary.cuh) and copy_ share: 16-byte packs of T and the
-// walk of a merged broadcast layout (kernelzoo.elementwise.layout) of two operands.
-//
-// Each thread handles ITEMS elements (or packs), THREADS apart, so that a warp's accesses are
-// contiguous and ITEMS independent loads are in flight before the first store.
-#ifndef ITEMS
-#define ITEMS 4
-#endif
-#ifndef THREADS
-#define THREADS 256
-#endif
+// walk of a merged broadcast layout (kernelzoo.elementwise.layout) of two operands; their launch shape
+// (ITEMS, THREADS) is ../_cuda/streaming.cuh's.
 #define MAX_DIMS 6
 
-#include "../_cuda/pack.cuh"
+#include "../_cuda/streaming.cuh"
 
 // 16-byte accesses: 4 floats or 8 halves
 #define VEC (16 / (int)sizeof(T))

@@ -10,14 +10,8 @@
 // THREADS * 16 bytes apart (a warp reads 512 contiguous bytes per load), before its first
 // store. They need x and y 16-byte aligned; the *_scalar kernels (one element per access)
 // take any contiguous array.
-#ifndef ITEMS
-#define ITEMS 4
-#endif
-#ifndef THREADS
-#define THREADS 256
-#endif
 
-#include "../_cuda/pack.cuh"
+#include "../_cuda/streaming.cuh"
 
 #define UNARY_VEC (16 / (int)sizeof(T))
 

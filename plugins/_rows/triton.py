@@ -1,5 +1,6 @@
-"""What the row kernels' Triton plugins share: how many programs the GPU runs at once, and the tile of rows and
-columns a program takes."""
+"""What the row kernels' and the reductions' Triton plugins share: how many programs the GPU runs at once, how a
+reduced dim splits into chunks when there are too few programs, and the tile of rows and columns a program
+takes."""
 
 from __future__ import annotations
 
@@ -15,6 +16,14 @@ def programs_in_flight(device: torch.device) -> int:
     if device.type != "cuda":
         return 16
     return 4 * torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def chunking(reduced: int, step: int, programs: int, in_flight: int) -> tuple[int, int]:
+    """(chunk_len, chunks): the reduced dim in whole steps, split until the GPU has enough programs."""
+    steps = max(1, triton.cdiv(reduced, step))
+    chunks = min(steps, triton.cdiv(in_flight, max(programs, 1)))
+    chunk_len = triton.cdiv(steps, chunks) * step
+    return chunk_len, max(1, triton.cdiv(reduced, chunk_len))
 
 
 def tile(rows: int, c: int, block: int, device: torch.device) -> tuple[int, int]:

@@ -5,13 +5,12 @@ from __future__ import annotations
 import torch
 from kernelzoo_plugins._optim.spec import STATE, scalars
 
-from kernelzoo.registry import FLOATS, Call, Implementation
+from kernelzoo.backends.tensor_ops import PythonImplementation
+from kernelzoo.registry import Call
 
 
-class AdamUpdatePython(Implementation):
+class AdamUpdatePython(PythonImplementation):
     op = "adam_update_"
-    plugin = "python"
-    dtypes = {"cpu": FLOATS, "cuda": FLOATS}
 
     def run(self, call: Call, config: dict) -> tuple[torch.Tensor, ...]:
         param, grad, exp_avg, exp_avg_sq, v_max = (call.inputs[name] for name in STATE)

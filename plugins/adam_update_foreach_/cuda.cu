@@ -1,9 +1,9 @@
-// adam_update_foreach_: adam_update_'s element update (its source, included below) on every entry of a
+// adam_update_foreach_: the Adam element update of ../_optim/adam.cuh on every entry of a
 // table in one launch. Row t of the table holds entry t's addresses p, grad, m, v, v_max (0 without
 // amsgrad) and its size n, as long longs. Block b takes chunks b, b + gridDim.x, ... of THREADS·ITEMS
 // packs of every entry, so each entry spreads over all blocks whatever its size. An entry whose arrays
 // are all 16-byte aligned moves 16 bytes per access; the others one element per access.
-#include "../adam_update_/cuda.cu"
+#include "../_optim/adam.cuh"
 
 template <int V>
 __device__ __forceinline__ void adam_entry(T* p, const T* g, T* m, T* v, T* v_max, long long n, const Adam& a) {

@@ -1,8 +1,8 @@
-// adam_update_foreach_ on the CPU: adam_update_'s vectorised loop (its source, included below) over every
+// adam_update_foreach_ on the CPU: the Adam loop of ../_optim/adam_openmp.h over every
 // entry of a table, in one parallel region. Row t of the table holds entry t's addresses p, grad, m, v,
 // v_max (0 without amsgrad) and its size n, as long longs. Every thread takes its share of each entry in
 // turn, so entries of any size spread over all threads without a region per entry.
-#include "../adam_update_/openmp.c"
+#include "../_optim/adam_openmp.h"
 
 void adam_update_foreach(const long long *table, int count, float step_size, float bc2_sqrt, float w1, float beta2,
                          float eps, float weight_decay, float decay, int decoupled, int amsgrad, int threads) {

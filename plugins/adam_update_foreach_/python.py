@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from kernelzoo.registry import FLOATS, Call, Implementation
+from kernelzoo.backends.tensor_ops import PythonImplementation
+from kernelzoo.registry import Call
 
 from . import run_each
 
 
-class AdamUpdateForeachPython(Implementation):
+class AdamUpdateForeachPython(PythonImplementation):
     op = "adam_update_foreach_"
-    plugin = "python"
-    dtypes = {"cpu": FLOATS, "cuda": FLOATS}
 
     def run(self, call: Call, config: dict) -> tuple:
         return run_each(call, "python")

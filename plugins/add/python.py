@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import torch
 
-from kernelzoo.registry import FLOATS, Call, Implementation
+from kernelzoo.backends.tensor_ops import PythonImplementation
+from kernelzoo.registry import Call
 
 
-class AddPython(Implementation):
+class AddPython(PythonImplementation):
     op = "add"
-    plugin = "python"
-    dtypes = {"cpu": FLOATS, "cuda": FLOATS}
 
     def run(self, call: Call, config: dict) -> torch.Tensor:
         # float16/bfloat16 in float32: alpha·b rounded to 16 bits before the sum could cancel badly

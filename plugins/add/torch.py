@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import torch
 
-from kernelzoo.registry import FLOATS, Call, Implementation
+from kernelzoo.backends.tensor_ops import TorchImplementation
+from kernelzoo.registry import Call
 
 
-class AddTorch(Implementation):
+class AddTorch(TorchImplementation):
     op = "add"
-    plugin = "torch"
-    dtypes = {"cpu": FLOATS, "cuda": FLOATS}
 
     def run(self, call: Call, config: dict) -> torch.Tensor:
         a, b, alpha = call.inputs["a"], call.inputs["b"], call.params["alpha"]

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import torch
 
-from kernelzoo.registry import FLOATS, Call, Implementation
+from kernelzoo.backends.tensor_ops import PythonImplementation
+from kernelzoo.registry import Call
 
 from . import batched, conv_shape, output_shape
 
 
-class Conv2dPython(Implementation):
+class Conv2dPython(PythonImplementation):
     op = "conv2d"
-    plugin = "python"
-    dtypes = {"cpu": FLOATS, "cuda": FLOATS}
 
     def run(self, call: Call, config: dict) -> torch.Tensor:
         x, w, bias = batched(call.inputs["x"]).float(), call.inputs["weight"].float(), call.inputs.get("bias")

@@ -6,26 +6,10 @@ it computes float32 products as the op asks and the other plugins do.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-
 import torch
+from kernelzoo_plugins._gemm.conv import ieee_float32
 
 from kernelzoo.registry import Call, Implementation
-
-
-@contextlib.contextmanager
-def ieee_float32(call: Call) -> Iterator[None]:
-    """cuDNN without TF32 inside the block, for a float32 call on the GPU."""
-    if call.device.type != "cuda" or call.dtype != torch.float32:
-        yield
-        return
-    before = torch.backends.cudnn.allow_tf32
-    torch.backends.cudnn.allow_tf32 = False
-    try:
-        yield
-    finally:
-        torch.backends.cudnn.allow_tf32 = before
 
 
 class Conv2dTorch(Implementation):

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from kernelzoo_plugins.conv2d import (
-    Conv2d,
+from kernelzoo_plugins._gemm.conv import (
+    CONV_SHAPES,
     batched,
     check_conv,
     conv_bad_cases,
@@ -30,11 +30,11 @@ from kernelzoo_plugins.conv2d import (
     params_flags,
     reduction_lengths,
 )
-from kernelzoo_plugins.linear import reduction_tolerance, shape_text, verify_each
+from kernelzoo_plugins._gemm.spec import reduction_tolerance, shape_text
 
 from kernelzoo.errors import ArgumentError, DTypeError
 from kernelzoo.registry import BadCase, Call, Case, Op, check_same, check_tensor, randn
-from kernelzoo.tolerance import Mismatch, Tolerance
+from kernelzoo.tolerance import Mismatch, Tolerance, verify_each
 
 GRADIENT_NAMES = ("grad_x", "grad_weight", "grad_bias")
 
@@ -63,7 +63,7 @@ class Conv2dBackward(Op):
     # tuned, torch ran ahead of both at every shape, cuda ahead of Triton (docs/perf/conv2d_backward.md,
     # docs/design/conv.md)
     default_order = {"cpu": ("torch",), "cuda": ("torch", "cuda")}
-    shapes = Conv2d.shapes
+    shapes = CONV_SHAPES
 
     def check(self, grad_out: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, stride: Any = 1, padding: Any = 0,
               dilation: Any = 1, bias: bool = False, groups: int = 1) -> Call:

@@ -11,9 +11,9 @@ SIMT float32) over channels-last, channel-padded copies of grad_out and x (conv.
 from __future__ import annotations
 
 import torch
+from kernelzoo_plugins._gemm.conv import batched, conv_shape
+from kernelzoo_plugins._gemm.conv_cuda import ConvCudaImplementation, round_up
 from kernelzoo_plugins._gemm.cuda import column_sums
-from kernelzoo_plugins.conv2d import batched, conv_shape
-from kernelzoo_plugins.conv2d.cuda import ConvCudaImplementation, round_up
 
 from kernelzoo.registry import Call
 

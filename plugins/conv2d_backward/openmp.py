@@ -5,8 +5,8 @@ the images summed in order), and ordered bias sums."""
 from __future__ import annotations
 
 import torch
+from kernelzoo_plugins._gemm.conv import batched, conv_shape
 from kernelzoo_plugins._gemm.openmp import GemmOpenMPImplementation, optional
-from kernelzoo_plugins.conv2d import batched, conv_shape
 
 from kernelzoo.backends.openmp import ptr
 from kernelzoo.registry import Call

@@ -5,17 +5,16 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from kernelzoo_plugins.conv2d import batched, conv_shape
+from kernelzoo_plugins._gemm.conv import batched, conv_shape
 
-from kernelzoo.registry import FLOATS, Call, Implementation
+from kernelzoo.backends.tensor_ops import PythonImplementation
+from kernelzoo.registry import Call
 
 from . import gradient_shapes
 
 
-class Conv2dBackwardPython(Implementation):
+class Conv2dBackwardPython(PythonImplementation):
     op = "conv2d_backward"
-    plugin = "python"
-    dtypes = {"cpu": FLOATS, "cuda": FLOATS}
 
     def run(self, call: Call, config: dict) -> tuple[torch.Tensor, ...]:
         cs = conv_shape(call)

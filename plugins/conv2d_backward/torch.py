@@ -4,8 +4,7 @@ kernels on the CPU): the baseline. float32 on the GPU runs with cuDNN's TF32 off
 from __future__ import annotations
 
 import torch
-from kernelzoo_plugins.conv2d import batched
-from kernelzoo_plugins.conv2d.torch import ieee_float32
+from kernelzoo_plugins._gemm.conv import batched, ieee_float32
 
 from kernelzoo.registry import FLOATS, Call, Implementation
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+from kernelzoo_plugins._gemm.conv import ConvShape, batched, conv_shape
+from kernelzoo_plugins._gemm.conv_triton import ConvTritonImplementation, channels_last, conv, weight_rsck
 from kernelzoo_plugins._gemm.triton import channel_sums, check_fits
-from kernelzoo_plugins.conv2d import ConvShape, batched, conv_shape
-from kernelzoo_plugins.conv2d.triton import ConvTritonImplementation, channels_last, conv, weight_rsck
 
 from kernelzoo.backends.triton import launcher
 from kernelzoo.registry import Call

@@ -13,12 +13,6 @@
 // NaN and inf follow torch's log_softmax: fmaxf ignores NaN but exp(NaN - m) makes the sum NaN; a max of
 // +inf gives exp(inf - inf) = NaN; a row of only -inf gets lse NaN (set explicitly: its sum is 0).
 // __expf (ex2.approx) is within 2 ulp near 0 and its error grows only where the result is tiny.
-#ifndef ITEMS
-#define ITEMS 16
-#endif
-#ifndef THREADS
-#define THREADS 512
-#endif
 
 #include "../_cuda/row_packs.cuh"
 

@@ -17,8 +17,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from kernelzoo_plugins.cross_entropy import (
+from kernelzoo_plugins._rows.cross_entropy import (
     CaseSpec,
+    CrossEntropyOp,
     as_rows,
     case_inputs,
     check_options,
@@ -31,7 +32,7 @@ from kernelzoo_plugins.cross_entropy import (
 )
 
 from kernelzoo.errors import ArgumentError, DeviceError, DTypeError
-from kernelzoo.registry import BadCase, Call, Case, Op, check_same, check_tensor, randn
+from kernelzoo.registry import BadCase, Call, Case, check_same, check_tensor, randn
 from kernelzoo.tolerance import Tolerance
 
 
@@ -61,7 +62,7 @@ def grad_rows(x2d: torch.Tensor, target: torch.Tensor, lse: torch.Tensor, scale:
     return torch.where(scale[:, None] == 0, 0.0, grad)  # ignored rows (and zero gradients) give exact zeros
 
 
-class CrossEntropyBackward(Op):
+class CrossEntropyBackward(CrossEntropyOp):
     """cross_entropy_backward(grad_loss, logits, target, lse, reduction="mean", ignore_index=-100,
     label_smoothing=0.0) -> grad_logits."""
 
@@ -108,14 +109,6 @@ class CrossEntropyBackward(Op):
         lse = log_sum_exp(logits.double()).float()
         grad_loss = randn((rows,) if params.get("reduction") == "none" else (), device, dtype, generator)
         return self.check(grad_loss, logits, target, lse, **params)
-
-    def sizes(self, call: Call) -> dict[str, int]:
-        logits = call.inputs["logits"]
-        return {"rows": call.inputs["target"].numel(), "classes": logits.shape[0 if logits.dim() == 1 else 1]}
-
-    def flags(self, call: Call) -> str:
-        p = call.params
-        return "-".join(filter(None, [p["reduction"], "smoothing" if p["label_smoothing"] else ""]))
 
     def flops(self, call: Call) -> float:
         return 4.0 * call.inputs["logits"].numel()

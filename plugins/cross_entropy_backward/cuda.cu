@@ -10,12 +10,6 @@
 // ce_grad_vec needs the logits' row and the gradient's row equally misaligned (the wrapper checks the
 // pointers and the row stride); ce_grad_scalar moves one element per access. Each step a thread loads
 // ITEMS elements (ITEMS / V packs, blockDim.x packs apart) before it computes.
-#ifndef ITEMS
-#define ITEMS 16
-#endif
-#ifndef THREADS
-#define THREADS 512
-#endif
 
 #include "../_cuda/row_packs.cuh"
 

@@ -4,8 +4,8 @@ from each row's first 16-byte boundary; the count of a mean taken on the device 
 from __future__ import annotations
 
 import torch
+from kernelzoo_plugins._rows.cross_entropy import REDUCTIONS, from_rows
 from kernelzoo_plugins._rows.cuda import MAX_COLS
-from kernelzoo_plugins.cross_entropy import REDUCTIONS, from_rows
 
 from kernelzoo.backends.cuda import I64, CudaImplementation
 from kernelzoo.errors import UnsupportedError

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import torch
-from kernelzoo_plugins.cross_entropy import REDUCTIONS, from_rows
+from kernelzoo_plugins._rows.cross_entropy import REDUCTIONS, from_rows
 
 from kernelzoo.backends.openmp import OpenMPImplementation, ptr, thread_counts
 from kernelzoo.registry import Call

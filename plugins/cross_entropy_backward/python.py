@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import torch
-from kernelzoo_plugins.cross_entropy import from_rows
+from kernelzoo_plugins._rows.cross_entropy import from_rows
 
-from kernelzoo.registry import FLOATS, Call, Implementation
+from kernelzoo.backends.tensor_ops import PythonImplementation
+from kernelzoo.registry import Call
 
 from . import grad_rows, row_scales, rows_of
 
 
-class CrossEntropyBackwardPython(Implementation):
+class CrossEntropyBackwardPython(PythonImplementation):
     op = "cross_entropy_backward"
-    plugin = "python"
-    dtypes = {"cpu": FLOATS, "cuda": FLOATS}
 
     def run(self, call: Call, config: dict) -> torch.Tensor:
         x2d, target, lse = rows_of(call)

@@ -8,17 +8,16 @@ by up to 0.004 at −10, which exp carries into the gradient as a 0.4% error, pa
 from __future__ import annotations
 
 import torch
-from kernelzoo_plugins.cross_entropy import from_rows
+from kernelzoo_plugins._rows.cross_entropy import from_rows
 
-from kernelzoo.registry import FLOATS, Call, Implementation
+from kernelzoo.backends.tensor_ops import TorchImplementation
+from kernelzoo.registry import Call
 
 from . import row_scales, rows_of
 
 
-class CrossEntropyBackwardTorch(Implementation):
+class CrossEntropyBackwardTorch(TorchImplementation):
     op = "cross_entropy_backward"
-    plugin = "torch"
-    dtypes = {"cpu": FLOATS, "cuda": FLOATS}
 
     def run(self, call: Call, config: dict) -> torch.Tensor:
         x2d, target, lse = rows_of(call)

@@ -7,8 +7,8 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+from kernelzoo_plugins._rows.cross_entropy import REDUCTIONS, from_rows
 from kernelzoo_plugins._rows.triton import tile
-from kernelzoo_plugins.cross_entropy import REDUCTIONS, from_rows
 
 from kernelzoo.backends.triton import TritonImplementation, launcher
 from kernelzoo.registry import Call

@@ -29,11 +29,11 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import torch
-from kernelzoo_plugins.exp import interpreter_sized, overflow_to_inf
+from kernelzoo_plugins._elementwise.spec import interpreter_sized
 
 from kernelzoo import ops
 from kernelzoo.autograd import contiguous
-from kernelzoo.elementwise import UnaryOp, tensor_makers, variant_id
+from kernelzoo.elementwise import UnaryOp, overflow_to_inf, tensor_makers, variant_id
 from kernelzoo.errors import ArgumentError, DTypeError
 from kernelzoo.registry import BadCase, Call, Case, Derivative
 

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import torch
 
-from kernelzoo.registry import FLOATS, Call, Implementation
+from kernelzoo.backends.tensor_ops import PythonImplementation
+from kernelzoo.registry import Call
 
 from . import keep_mask, scale
 
 
-class DropoutPython(Implementation):
+class DropoutPython(PythonImplementation):
     op = "dropout"
-    plugin = "python"
-    dtypes = {"cpu": FLOATS, "cuda": FLOATS}
 
     def run(self, call: Call, config: dict) -> torch.Tensor:
         x, p = call.inputs["x"], call.params["p"]

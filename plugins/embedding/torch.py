@@ -5,13 +5,12 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from kernelzoo.registry import FLOATS, Call, Implementation
+from kernelzoo.backends.tensor_ops import TorchImplementation
+from kernelzoo.registry import Call
 
 
-class EmbeddingTorch(Implementation):
+class EmbeddingTorch(TorchImplementation):
     op = "embedding"
-    plugin = "torch"
-    dtypes = {"cpu": FLOATS, "cuda": FLOATS}
 
     def run(self, call: Call, config: dict) -> torch.Tensor:
         return F.embedding(call.inputs["indices"], call.inputs["weight"], call.params["padding_idx"])

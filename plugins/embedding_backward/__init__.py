@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from kernelzoo_plugins.embedding import (
+from kernelzoo_plugins._embedding.spec import (
     CaseSpec,
     case_indices,
     check_indices,
@@ -45,6 +45,17 @@ def sorted_rows(indices: torch.Tensor, num_weights: int) -> tuple[torch.Tensor, 
     # syncs on the GPU to size its output)
     rows = torch.arange(num_weights + 1, dtype=torch.int64, device=flat.device)
     return order, torch.searchsorted(values, rows)
+
+
+def grad_rows(call: Call) -> tuple[torch.Tensor, int, int]:
+    """(g, dim, num_weights): grad_output as (n, dim) rows with column stride 1 (copied only if it must be), the
+    embedding's width and its number of rows."""
+    grad = call.inputs["grad_output"]
+    dim = grad.shape[-1]
+    g = grad.reshape(-1, dim)
+    if dim > 1 and g.stride(1) != 1:
+        g = g.contiguous()
+    return g, dim, call.params["num_weights"]
 
 
 class EmbeddingBackward(Op):

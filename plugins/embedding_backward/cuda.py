@@ -9,7 +9,7 @@ from kernelzoo.backends.cuda import I64, CudaImplementation
 from kernelzoo.errors import UnsupportedError
 from kernelzoo.registry import Call
 
-from . import sorted_rows
+from . import grad_rows, sorted_rows
 
 
 class EmbeddingBackwardCuda(CudaImplementation):
@@ -18,14 +18,11 @@ class EmbeddingBackwardCuda(CudaImplementation):
     default_config = {"THREADS": 256}
 
     def run(self, call: Call, config: dict) -> torch.Tensor:
-        grad, p = call.inputs["grad_output"], call.params
-        dim, num_weights = grad.shape[-1], p["num_weights"]
+        g, dim, num_weights = grad_rows(call)
+        p = call.params
         if num_weights >= 1 << 31 or dim >= 1 << 31:
             raise UnsupportedError(f"embedding_backward/cuda: fewer than 2^31 rows and columns, got {num_weights} x "
                                    f"{dim}")
-        g = grad.reshape(-1, dim)
-        if dim > 1 and g.stride(1) != 1:
-            g = g.contiguous()
         out = call.empty((num_weights, dim))
         if dim:
             order, starts = sorted_rows(call.inputs["indices"], num_weights)

@@ -8,6 +8,8 @@ import torch
 from kernelzoo.backends.openmp import OpenMPImplementation, ptr, thread_counts
 from kernelzoo.registry import Call
 
+from . import grad_rows
+
 _NONE = torch.empty(0, dtype=torch.int64)  # its data pointer is NULL
 
 
@@ -22,11 +24,8 @@ class EmbeddingBackwardOpenMP(OpenMPImplementation):
     default_config = {"threads": thread_counts()[-1]}
 
     def run(self, call: Call, config: dict) -> torch.Tensor:
-        grad, p = call.inputs["grad_output"], call.params
-        dim, num_weights = grad.shape[-1], p["num_weights"]
-        g = grad.reshape(-1, dim)
-        if dim > 1 and g.stride(1) != 1:
-            g = g.contiguous()
+        g, dim, num_weights = grad_rows(call)
+        p = call.params
         idx = call.inputs["indices"].reshape(-1).contiguous()
         n = idx.numel()
         out = call.empty((num_weights, dim))

@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import torch
 
-from kernelzoo.registry import FLOATS, Call, Implementation
+from kernelzoo.backends.tensor_ops import PythonImplementation
+from kernelzoo.registry import Call
 
 from . import sorted_rows
 
 
-class EmbeddingBackwardPython(Implementation):
+class EmbeddingBackwardPython(PythonImplementation):
     op = "embedding_backward"
-    plugin = "python"
-    dtypes = {"cpu": FLOATS, "cuda": FLOATS}
 
     def run(self, call: Call, config: dict) -> torch.Tensor:
         grad, indices, p = call.inputs["grad_output"], call.inputs["indices"], call.params

@@ -11,7 +11,7 @@ import triton.language as tl
 from kernelzoo.backends.triton import TritonImplementation, launcher
 from kernelzoo.registry import Call
 
-from . import sorted_rows
+from . import grad_rows, sorted_rows
 
 
 @triton.jit
@@ -34,11 +34,8 @@ class EmbeddingBackwardTriton(TritonImplementation):
     default_config = {"BLOCK_D": 512, "num_warps": 4}
 
     def run(self, call: Call, config: dict) -> torch.Tensor:
-        grad, p = call.inputs["grad_output"], call.params
-        dim, num_weights = grad.shape[-1], p["num_weights"]
-        g = grad.reshape(-1, dim)
-        if dim > 1 and g.stride(1) != 1:
-            g = g.contiguous()
+        g, dim, num_weights = grad_rows(call)
+        p = call.params
         out = call.empty((num_weights, dim))
         if dim:
             order, starts = sorted_rows(call.inputs["indices"], num_weights)

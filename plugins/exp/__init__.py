@@ -1,34 +1,17 @@
 """exp(x) = eˣ, elementwise, with torch.exp's semantics: exp(-inf) = 0, exp(inf) = inf, NaN stays NaN.
 
-Also what the unary ops built here (exp, log, tanh, pow, dropout) share in their specs:
-:func:`overflow_to_inf` for the references of those whose results can leave their dtype's range, and
-:func:`interpreter_sized` for their conformance cases. Their openmp and cuda plugins share the wrappers
-in this folder's openmp.py and cuda.py, and their kernels in plugins/_elementwise/.
+Its reference rounds to ±inf what leaves the dtype's range (kernelzoo.elementwise.overflow_to_inf), and its cases
+keep the largest out of Triton's interpreter (plugins/_elementwise/spec.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import replace
-
 import torch
+from kernelzoo_plugins._elementwise.spec import interpreter_sized
 
 from kernelzoo import ops
-from kernelzoo.elementwise import UnaryOp
+from kernelzoo.elementwise import UnaryOp, overflow_to_inf
 from kernelzoo.registry import Call, Case, Derivative
-
-
-def overflow_to_inf(ref: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """The float64 ``ref`` with each finite value beyond ``dtype``'s range replaced by the ±inf it rounds
-    to: what every output of that dtype holds there (exp(12) = 162755 is inf in float16)."""
-    rounded = ref.to(dtype).double()
-    return torch.where(torch.isinf(rounded), rounded, ref)
-
-
-def interpreter_sized(cases: Iterable[Case]) -> list[Case]:
-    """``cases`` with 257x4099 (10⁶ elements) kept out of Triton's interpreter, where these ops' kernels
-    take 3 to 25 s on it (2 cores); 1023x17 (34 programs of 512 elements) runs the same code paths."""
-    return [replace(case, small=False) if case.id.startswith("257x4099") else case for case in cases]
 
 
 class Exp(UnaryOp):

@@ -10,20 +10,16 @@ for +inf, pytorch/pytorch#185770, which the torch plugin corrects).
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
+from kernelzoo_plugins._elementwise.spec import APPROXIMATIONS, KAPPA, SQRT_2_OVER_PI, SQRT_HALF
 
 from kernelzoo import ops
 from kernelzoo.elementwise import UnaryOp
 from kernelzoo.errors import ArgumentError
 from kernelzoo.registry import BadCase, Call, Derivative
 
-APPROXIMATIONS = ("none", "tanh")
-SQRT_HALF = math.sqrt(0.5)  # erf's argument is x/√2
-SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
-KAPPA = 0.044715  # the cubic term of the tanh approximation
 # Counting each transcendental as one operation. none: x·(1/√2), erf, 1+, 0.5·x, product.
 # tanh: x·x·x (2), 0.044715·x³, x+, ·√(2/π), tanh, 1+, 0.5·x, product.
 FLOPS_PER_ELEMENT = {"none": 5.0, "tanh": 9.0}

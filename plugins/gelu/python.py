@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import torch
 
-from kernelzoo.registry import FLOATS, Call, Implementation
+from kernelzoo.backends.tensor_ops import PythonImplementation
+from kernelzoo.registry import Call
 
 from . import KAPPA, SQRT_2_OVER_PI, SQRT_HALF
 
 
-class GeluPython(Implementation):
+class GeluPython(PythonImplementation):
     op = "gelu"
-    plugin = "python"
-    dtypes = {"cpu": FLOATS, "cuda": FLOATS}
 
     def run(self, call: Call, config: dict) -> torch.Tensor:
         x = call.inputs["x"].float()  # float16/bfloat16 are computed in float32, rounded once at the end

@@ -18,7 +18,7 @@ import math
 from typing import Any
 
 import torch
-from kernelzoo_plugins.gelu import APPROXIMATIONS, KAPPA, SQRT_2_OVER_PI, SQRT_HALF
+from kernelzoo_plugins._elementwise.spec import APPROXIMATIONS, KAPPA, SQRT_2_OVER_PI, SQRT_HALF
 
 from kernelzoo.elementwise import BinaryOp
 from kernelzoo.errors import ArgumentError

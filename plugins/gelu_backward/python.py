@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import torch
-from kernelzoo_plugins.gelu import KAPPA, SQRT_2_OVER_PI, SQRT_HALF
+from kernelzoo_plugins._elementwise.spec import KAPPA, SQRT_2_OVER_PI, SQRT_HALF
 
-from kernelzoo.registry import FLOATS, Call, Implementation
+from kernelzoo.backends.tensor_ops import PythonImplementation
+from kernelzoo.registry import Call
 
 from . import INV_SQRT_2PI
 
 
-class GeluBackwardPython(Implementation):
+class GeluBackwardPython(PythonImplementation):
     op = "gelu_backward"
-    plugin = "python"
-    dtypes = {"cpu": FLOATS, "cuda": FLOATS}
 
     def run(self, call: Call, config: dict) -> torch.Tensor:
         # float16/bfloat16 are computed in float32, rounded once at the end

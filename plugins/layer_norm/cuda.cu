@@ -23,12 +23,6 @@
 #ifndef ITEMS
 #define ITEMS 8
 #endif
-#ifndef THREADS
-#define THREADS 512
-#endif
-#ifndef PREFETCH
-#define PREFETCH 0
-#endif
 
 #include "../_cuda/row_packs.cuh"
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from kernelzoo_plugins.layer_norm import (
+from kernelzoo_plugins._rows.layer_norm import (
     CaseSpec,
     as_rows,
     case_inputs,
@@ -37,7 +37,7 @@ from kernelzoo_plugins.layer_norm import (
 
 from kernelzoo.errors import ArgumentError, DeviceError, DTypeError
 from kernelzoo.registry import BadCase, Call, Case, Op, check_same, check_tensor, randn
-from kernelzoo.tolerance import Mismatch, Tolerance, check_close
+from kernelzoo.tolerance import Mismatch, Tolerance, verify_each
 
 
 def forward_stats(x: torch.Tensor, shape: tuple[int, ...], eps: float = 1e-5) -> tuple[torch.Tensor, torch.Tensor]:
@@ -136,14 +136,8 @@ class LayerNormBackward(Op):
         if not isinstance(outputs, tuple) or len(outputs) != 3:
             return Mismatch("expected the outputs (grad_x, grad_weight, grad_bias)")
         dx_tol, sums_tol = self.tolerances(call)
-        for name, out, ref, tol in zip(("grad_x", "grad_weight", "grad_bias"), outputs, reference,
-                                       (dx_tol, sums_tol, sums_tol)):
-            if out.device != call.device:
-                return Mismatch(f"{name} is on {out.device}, expected {call.device}")
-            mismatch = check_close(out, ref, tol)
-            if mismatch is not None:
-                return Mismatch(f"{name}: {mismatch}")
-        return None
+        return verify_each(call, outputs, reference, ("grad_x", "grad_weight", "grad_bias"),
+                           (dx_tol, sums_tol, sums_tol))
 
     def cases(self) -> list[Case]:
         return layer_norm_cases(_backward_case)

@@ -31,45 +31,12 @@
 #ifndef ITEMS
 #define ITEMS 8
 #endif
-#ifndef THREADS
-#define THREADS 512
-#endif
-#ifndef PREFETCH
-#define PREFETCH 0
-#endif
 #ifndef PART_CLUSTER
 #define PART_CLUSTER 1
 #endif
 
-constexpr int PACK = 16 / (int)sizeof(T) < ITEMS ? 16 / (int)sizeof(T) : ITEMS;
-static_assert(ITEMS % PACK == 0, "ITEMS must be a power of two");
-
-// Pack<V>: V elements of T as one access
-#include "../_cuda/pack.cuh"
-
-// v[0..V) = p[i..i+V) as float, or `fill` when i >= end or p is null (V divides end - i when V > 1).
-template <int V>
-__device__ __forceinline__ void load_pack(const T* __restrict__ p, int i, int end, float* v, float fill) {
-  if (p != nullptr && i < end) {
-    Pack<V> k;
-    k.raw = *reinterpret_cast<const typename Pack<V>::Raw*>(p + i);
-#pragma unroll
-    for (int e = 0; e < V; ++e) v[e] = kz_to_float(k.v[e]);
-  } else {
-#pragma unroll
-    for (int e = 0; e < V; ++e) v[e] = fill;
-  }
-}
-
-template <int V>
-__device__ __forceinline__ void store_pack(T* __restrict__ p, int i, int end, const float* v) {
-  if (i < end) {
-    Pack<V> k;
-#pragma unroll
-    for (int e = 0; e < V; ++e) k.v[e] = kz_from_float<T>(v[e]);
-    *reinterpret_cast<typename Pack<V>::Raw*>(p + i) = k.raw;
-  }
-}
+#define KZ_NULLABLE_ROWS 1
+#include "../_cuda/row_packs.cuh"
 
 // part[i..i+V) = v[0..V) when i < end (float partial rows; plain stores, consecutive threads adjacent).
 template <int V>

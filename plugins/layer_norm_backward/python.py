@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import torch
 
-from kernelzoo.registry import FLOATS, Call, Implementation
+from kernelzoo.backends.tensor_ops import PythonImplementation
+from kernelzoo.registry import Call
 
 from . import rows_of
 
 
-class LayerNormBackwardPython(Implementation):
+class LayerNormBackwardPython(PythonImplementation):
     op = "layer_norm_backward"
-    plugin = "python"
-    dtypes = {"cpu": FLOATS, "cuda": FLOATS}
 
     def run(self, call: Call, config: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         dy2d, x2d, mean, rstd, n = rows_of(call)

@@ -16,66 +16,20 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+from kernelzoo_plugins._gemm.spec import (
+    Maker,
+    check_linear,
+    linear_cases,
+    linear_inputs,
+    reduction_tolerance,
+    shape_text,
+)
+from kernelzoo_plugins._gemm.spec import rows as rows  # re-exported: the plugins' 2-d view of x
 
 from kernelzoo import ops
 from kernelzoo.errors import ArgumentError, DeviceError, DTypeError
 from kernelzoo.registry import BadCase, Call, Case, Derivative, Op, check_same, check_tensor, randn
-from kernelzoo.tolerance import Mismatch, Tolerance, check_close, tolerance_for
-
-FP32_UNIT_ROUNDOFF = 2.0**-24
-
-
-def shape_text(t: torch.Tensor) -> str:
-    return "x".join(map(str, t.shape)) or "scalar"
-
-
-def reduction_tolerance(dtype: torch.dtype, k: int) -> Tolerance:
-    """The tolerance of an output that sums ``k`` products of unit-normal inputs in float32.
-
-    plugins/matmul derives it: sequential float32 summation leaves an absolute error of up to ~3·u·k
-    (u = 2^-24; measured 2.7·u·k), so the atol grows by 6·u·k; tensor cores (fp16/bf16) truncate
-    instead of rounding, which adds ~u·k·sqrt(k)/8, covered by u·k·sqrt(k)/4 more. The rtol is the
-    table's: the output's own rounding. Every plugin here reduces in float32 in some blocked order.
-    """
-    base = tolerance_for(dtype)
-    growth = 6.0 if dtype == torch.float32 else 6.0 + math.sqrt(k) / 4
-    return Tolerance(base.rtol, base.atol + growth * FP32_UNIT_ROUNDOFF * k)
-
-
-def verify_each(call: Call, outputs: Any, reference: Any, names: Sequence[str],
-                tolerances: Sequence[Tolerance]) -> Mismatch | None:
-    """Op.verify for ops whose outputs reduce over different lengths: one tolerance per output."""
-    outs = outputs if isinstance(outputs, tuple) else (outputs,)
-    refs = reference if isinstance(reference, tuple) else (reference,)
-    if len(outs) != len(refs):
-        return Mismatch(f"{len(outs)} outputs, expected {len(refs)} ({', '.join(names)})")
-    for name, out, ref, tol in zip(names, outs, refs, tolerances):
-        if out.device != call.device:
-            return Mismatch(f"{name} is on {out.device}, expected {call.device}")
-        mismatch = check_close(out, ref, tol)
-        if mismatch is not None:
-            return Mismatch(f"{name}: {mismatch}")
-    return None
-
-
-def check_linear(op: str, x: Any, weight: Any) -> None:
-    """The checks linear and linear_backward share: float tensors that chain."""
-    check_tensor(op, "x", x)
-    check_tensor(op, "weight", weight)
-    if weight.dim() != 2:
-        raise ArgumentError(f"{op}: weight must be 2-D (out_features × in_features), got {weight.dim()}-D "
-                            f"of shape {shape_text(weight)}")
-    if x.dim() < 1:
-        raise ArgumentError(f"{op}: x must have at least 1 dim (..., in_features), got a 0-D tensor")
-    check_same(op, x=x, weight=weight)
-    if x.shape[-1] != weight.shape[1]:
-        raise ArgumentError(f"{op}: x of shape {shape_text(x)} and weight of shape {shape_text(weight)} do not "
-                            f"chain: x's last dim {x.shape[-1]} != weight's in_features {weight.shape[1]}")
-
-
-def rows(x: torch.Tensor) -> torch.Tensor:
-    """x as an (M, K) matrix: its leading dims flattened (a view where the strides allow)."""
-    return x.reshape(math.prod(x.shape[:-1]), x.shape[-1])
+from kernelzoo.tolerance import Tolerance
 
 
 class Linear(Op):
@@ -172,33 +126,6 @@ class Linear(Op):
 
 # --- conformance cases -------------------------------------------------------------------------
 
-Maker = Callable[[torch.device, torch.dtype, torch.Generator], tuple[tuple, dict]]
-
-
-def linear_inputs(m: int, k: int, n: int, layout: str, device: torch.device, dtype: torch.dtype,
-                  g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """x (M×K, or per layout) and weight (N×K): "plain", "transposed-x", "transposed-w", "sliced",
-    "expanded" (x repeats one row through a stride-0 dim), "3d" (x 2×(M/2)×K), "vector" (x a K-vector),
-    "offset" (contiguous views one element into their storage: 2- or 4-byte aligned pointers)."""
-    def r(*shape: int) -> torch.Tensor:
-        return randn(shape, device, dtype, g)
-    if layout == "transposed-x":
-        return r(k, m).t(), r(n, k)
-    if layout == "transposed-w":
-        return r(m, k), r(k, n).t()
-    if layout == "sliced":
-        return r(2 * m, k + 3)[::2, 1:-2], r(n, 2 * k)[:, ::2]
-    if layout == "expanded":
-        return r(1, k).expand(m, k), r(n, k)
-    if layout == "3d":
-        return r(2, m // 2, k), r(n, k)
-    if layout == "vector":
-        return r(k), r(n, k)
-    if layout == "offset":
-        return r(m * k + 1)[1:].view(m, k), r(n * k + 1)[1:].view(n, k)
-    return r(m, k), r(n, k)
-
-
 def _case(m: int, k: int, n: int, layout: str = "plain", bias: bool = True, nan_inf: bool = False) -> Maker:
     def make(device: torch.device, dtype: torch.dtype, g: torch.Generator) -> tuple[tuple, dict]:
         x, w = linear_inputs(m, k, n, layout, device, dtype, g)
@@ -214,17 +141,7 @@ def _cases() -> list[tuple[str, Maker, bool]]:
     # ids read M x K x N (tokens, in, out); sizes avoid block multiples except the "aligned" ones
     # (K, N multiples of 8: the 16-byte paths of the compiled kernels)
     return [
-        ("1x1x1", _case(1, 1, 1), True),
-        ("17x33x65", _case(17, 33, 65), True),
-        ("nobias-17x33x65", _case(17, 33, 65, bias=False), True),
-        ("65x1x17", _case(65, 1, 17), True),
-        ("vector-x-1x33x17", _case(1, 33, 17, "vector"), True),
-        ("3d-x-2x9x33x17", _case(18, 33, 17, "3d"), True),
-        ("k0-17x0x5", _case(17, 0, 5), True),
-        ("m0-0x33x17", _case(0, 33, 17), True),
-        ("n0-17x33x0", _case(17, 33, 0), True),
-        ("transposed-x-33x47x65", _case(33, 47, 65, "transposed-x"), True),
-        ("transposed-w-33x47x65", _case(33, 47, 65, "transposed-w"), True),
+        *linear_cases(_case),
         ("sliced-31x37x29", _case(31, 37, 29, "sliced"), True),
         ("expanded-x-33x17x19", _case(33, 17, 19, "expanded"), True),
         ("offset-aligned-24x40x72", _case(24, 40, 72, "offset"), True),

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import torch
 
-from kernelzoo.registry import FLOATS, Call, Implementation
+from kernelzoo.backends.tensor_ops import PythonImplementation
+from kernelzoo.registry import Call
 
 from . import rows
 
 
-class LinearPython(Implementation):
+class LinearPython(PythonImplementation):
     op = "linear"
-    plugin = "python"
-    dtypes = {"cpu": FLOATS, "cuda": FLOATS}
 
     def run(self, call: Call, config: dict) -> torch.Tensor:
         x, w, bias = call.inputs["x"], call.inputs["weight"], call.inputs.get("bias")

@@ -17,11 +17,18 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from kernelzoo_plugins.linear import check_linear, linear_inputs, reduction_tolerance, rows, shape_text, verify_each
+from kernelzoo_plugins._gemm.spec import (
+    check_linear,
+    linear_cases,
+    linear_inputs,
+    reduction_tolerance,
+    rows,
+    shape_text,
+)
 
 from kernelzoo.errors import ArgumentError, DeviceError, DTypeError
 from kernelzoo.registry import BadCase, Call, Case, Op, check_same, check_tensor, randn
-from kernelzoo.tolerance import Mismatch, Tolerance
+from kernelzoo.tolerance import Mismatch, Tolerance, verify_each
 
 GRADIENT_NAMES = ("grad_x", "grad_weight", "grad_bias")
 
@@ -143,17 +150,7 @@ def _case(m: int, k: int, n: int, layout: str = "plain", bias: bool = True, grad
 def _cases() -> list[tuple[str, Maker, bool]]:
     # ids read M x K x N as linear's
     return [
-        ("1x1x1", _case(1, 1, 1), True),
-        ("17x33x65", _case(17, 33, 65), True),
-        ("nobias-17x33x65", _case(17, 33, 65, bias=False), True),
-        ("65x1x17", _case(65, 1, 17), True),
-        ("vector-x-1x33x17", _case(1, 33, 17, "vector"), True),
-        ("3d-x-2x9x33x17", _case(18, 33, 17, "3d"), True),
-        ("k0-17x0x5", _case(17, 0, 5), True),
-        ("m0-0x33x17", _case(0, 33, 17), True),
-        ("n0-17x33x0", _case(17, 33, 0), True),
-        ("transposed-x-33x47x65", _case(33, 47, 65, "transposed-x"), True),
-        ("transposed-w-33x47x65", _case(33, 47, 65, "transposed-w"), True),
+        *linear_cases(_case),
         ("transposed-grad-33x47x65", _case(33, 47, 65, grad="transposed"), True),
         ("expanded-grad-33x17x19", _case(33, 17, 19, grad="expanded"), True),
         ("sliced-31x37x29", _case(31, 37, 29, "sliced"), True),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 from kernelzoo_plugins._gemm.cuda import GemmCudaImplementation, aligned, column_sums
-from kernelzoo_plugins.linear import rows
+from kernelzoo_plugins._gemm.spec import rows
 
 from kernelzoo.registry import Call
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 from kernelzoo_plugins._gemm.openmp import GemmOpenMPImplementation, optional
-from kernelzoo_plugins.linear import rows
+from kernelzoo_plugins._gemm.spec import rows
 
 from kernelzoo.backends.openmp import ptr
 from kernelzoo.registry import Call

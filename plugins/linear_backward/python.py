@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import torch
-from kernelzoo_plugins.linear import rows
+from kernelzoo_plugins._gemm.spec import rows
 
-from kernelzoo.registry import FLOATS, Call, Implementation
+from kernelzoo.backends.tensor_ops import PythonImplementation
+from kernelzoo.registry import Call
 
 from . import gradient_shapes
 
 
-class LinearBackwardPython(Implementation):
+class LinearBackwardPython(PythonImplementation):
     op = "linear_backward"
-    plugin = "python"
-    dtypes = {"cpu": FLOATS, "cuda": FLOATS}
 
     def run(self, call: Call, config: dict) -> tuple[torch.Tensor, ...]:
         g2 = rows(call.inputs["grad_out"]).float()  # (M, N)

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import torch
-from kernelzoo_plugins.linear import rows
+from kernelzoo_plugins._gemm.spec import rows
 
-from kernelzoo.registry import FLOATS, Call, Implementation
+from kernelzoo.backends.tensor_ops import TorchImplementation
+from kernelzoo.registry import Call
 
 
-class LinearBackwardTorch(Implementation):
+class LinearBackwardTorch(TorchImplementation):
     op = "linear_backward"
-    plugin = "torch"
-    dtypes = {"cpu": FLOATS, "cuda": FLOATS}
 
     def run(self, call: Call, config: dict) -> tuple[torch.Tensor, ...]:
         g, x, w = call.inputs["grad_out"], call.inputs["x"], call.inputs["weight"]

@@ -5,8 +5,8 @@ as a deterministic two-pass sum (``channel_sums``: per-split partials in float32
 from __future__ import annotations
 
 import torch
+from kernelzoo_plugins._gemm.spec import rows
 from kernelzoo_plugins._gemm.triton import GemmTritonImplementation, channel_sums, gemm
-from kernelzoo_plugins.linear import rows
 
 from kernelzoo.registry import Call
 

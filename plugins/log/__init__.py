@@ -4,7 +4,7 @@ log(x < 0) = NaN, log(inf) = inf, NaN stays NaN (log(-0) = -inf as well)."""
 from __future__ import annotations
 
 import torch
-from kernelzoo_plugins.exp import interpreter_sized
+from kernelzoo_plugins._elementwise.spec import interpreter_sized
 
 from kernelzoo import ops
 from kernelzoo.elementwise import UnaryOp

@@ -34,19 +34,8 @@
 #endif
 #define GROUP_M 8
 
-__device__ __forceinline__ unsigned smem_addr(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
-
-// 16 bytes global -> shared, bypassing L1; src_bytes 0 writes 16 zero bytes and reads nothing.
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes));
-}
-// 4 bytes global -> shared; src_bytes 0 writes a zero.
-__device__ __forceinline__ void cp_async4(void* dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+// cp.async, ldmatrix and mma.sync m16n8k16
+#include "../_cuda/tensor_core.cuh"
 
 // Block index -> (tile row, tile column), GROUP_M tile rows at a time sweeping the columns.
 __device__ __forceinline__ void tile_of_block(int M, int N, int& tile_m, int& tile_n) {
@@ -75,30 +64,6 @@ __device__ __forceinline__ void tile_of_block(int M, int N, int& tile_m, int& ti
 #define B_TILE (BK * B_LD)
 
 struct __align__(16) kz_chunk { unsigned x, y, z, w; };  // 8 elements of 2 bytes
-
-__device__ __forceinline__ void mma_16816(float* d, const unsigned* a, const unsigned* b, kz_half) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-               "{%0,%1,%2,%3};\n"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-__device__ __forceinline__ void mma_16816(float* d, const unsigned* a, const unsigned* b, kz_bf16) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-               "{%0,%1,%2,%3};\n"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
-// Four 8×8 matrices of 2-byte elements; lane l gives the address of row l%8 of matrix l/8, and gets in
-// r[i] row l/4, columns 2·(l%4) and +1 of matrix i (.trans: column l/4, rows 2·(l%4) and +1).
-__device__ __forceinline__ void ldmatrix_x4(unsigned* r, const T* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_addr(p)));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(unsigned* r, const T* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_addr(p)));
-}
 
 // 8 elements src[0..8) into 16 bytes of shared memory at dst; zeros unless ok, and past valid elements.
 template <bool ALIGNED>

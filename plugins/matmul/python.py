@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from kernelzoo.registry import FLOATS, Call, Implementation
+from kernelzoo.backends.tensor_ops import PythonImplementation
+from kernelzoo.registry import Call
 
 from . import output_shape
 
@@ -12,10 +13,8 @@ from . import output_shape
 CHUNK_ELEMENTS = 1 << 24
 
 
-class MatmulPython(Implementation):
+class MatmulPython(PythonImplementation):
     op = "matmul"
-    plugin = "python"
-    dtypes = {"cpu": FLOATS, "cuda": FLOATS}
 
     def run(self, call: Call, config: dict) -> torch.Tensor:
         a, b = call.inputs["a"].float(), call.inputs["b"].float()

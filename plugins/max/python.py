@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import torch
 
-from kernelzoo.registry import FLOATS, Call, Implementation
+from kernelzoo.backends.tensor_ops import PythonImplementation
+from kernelzoo.registry import Call
 
 from . import as_3d, index_output
 
 
-class MaxPython(Implementation):
+class MaxPython(PythonImplementation):
     op = "max"
-    plugin = "python"
-    dtypes = {"cpu": FLOATS, "cuda": FLOATS}
 
     def run(self, call: Call, config: dict) -> tuple[torch.Tensor, torch.Tensor]:
         p = call.op.plan(call)

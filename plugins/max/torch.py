@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import torch
 
-from kernelzoo.registry import FLOATS, Call, Implementation
+from kernelzoo.backends.tensor_ops import TorchImplementation
+from kernelzoo.registry import Call
 
 
-class MaxTorch(Implementation):
+class MaxTorch(TorchImplementation):
     op = "max"
-    plugin = "torch"
-    dtypes = {"cpu": FLOATS, "cuda": FLOATS}
 
     def run(self, call: Call, config: dict) -> tuple[torch.Tensor, torch.Tensor]:
         x, dim = call.inputs["x"], call.params["dim"]

@@ -14,11 +14,10 @@ merges a run's partials in chunk order.
 
 from __future__ import annotations
 
-import functools
-
 import torch
 import triton
 import triton.language as tl
+from kernelzoo_plugins._rows.triton import chunking, programs_in_flight
 
 from kernelzoo.backends.triton import TritonImplementation, launcher
 from kernelzoo.registry import Call
@@ -106,23 +105,6 @@ def _max_partials_kernel(part_v_ptr, part_i_ptr, values_ptr, indices_ptr, output
     tl.store(indices_ptr + i, at, mask=mask)
 
 
-@functools.cache
-def _programs_in_flight(device: torch.device) -> int:
-    """About as many programs as the GPU runs at once (4 per SM); 16 under the interpreter, so that small
-    CPU tests take the split paths too."""
-    if device.type != "cuda":
-        return 16
-    return 4 * torch.cuda.get_device_properties(device).multi_processor_count
-
-
-def _chunking(reduced: int, step: int, programs: int, in_flight: int) -> tuple[int, int]:
-    """(chunk_len, chunks): the reduced dim in whole steps, split until the GPU has enough programs."""
-    steps = max(1, triton.cdiv(reduced, step))
-    chunks = min(steps, triton.cdiv(in_flight, max(programs, 1)))
-    chunk_len = triton.cdiv(steps, chunks) * step
-    return chunk_len, max(1, triton.cdiv(reduced, chunk_len))
-
-
 class MaxTriton(TritonImplementation):
     op = "max"
     # BLOCK: elements a program holds per step; COLS_MAX: widest column tile of the inner > 1 kernel
@@ -141,18 +123,18 @@ class MaxTriton(TritonImplementation):
         outer, reduced, inner = x3.shape
         block = config["BLOCK"]
         options = {"num_warps": config["num_warps"], "num_stages": config["num_stages"]}
-        in_flight = _programs_in_flight(x3.device)
+        in_flight = programs_in_flight(x3.device)
         if inner == 1:
             cols = min(block, triton.next_power_of_2(reduced))
             rows = min(block // cols, triton.next_power_of_2(triton.cdiv(outer, in_flight)))
             programs = triton.cdiv(outer, rows)
-            chunk_len, chunks = _chunking(reduced, cols, programs, in_flight)
+            chunk_len, chunks = chunking(reduced, cols, programs, in_flight)
             grid, partial_shape = (programs, chunks), (outer, chunks)
         else:
             cols = min(config["COLS_MAX"], triton.next_power_of_2(inner))
             steps = block // cols
             tiles = triton.cdiv(inner, cols)
-            chunk_len, chunks = _chunking(reduced, steps, outer * tiles, in_flight)
+            chunk_len, chunks = chunking(reduced, steps, outer * tiles, in_flight)
             grid, partial_shape = (outer * tiles, chunks), (outer, chunks, inner)
         part_v, part_i = values, indices
         if chunks > 1:

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from kernelzoo_plugins.max import (
+from kernelzoo_plugins._reduce.max import (
     CaseSpec,
     Plan,
     case_tensor,

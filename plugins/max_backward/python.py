@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import torch
 
-from kernelzoo.registry import FLOATS, Call, Implementation
+from kernelzoo.backends.tensor_ops import PythonImplementation
+from kernelzoo.registry import Call
 
 
-class MaxBackwardPython(Implementation):
+class MaxBackwardPython(PythonImplementation):
     op = "max_backward"
-    plugin = "python"
-    dtypes = {"cpu": FLOATS, "cuda": FLOATS}
 
     def run(self, call: Call, config: dict) -> torch.Tensor:
         p = call.op.plan(call)

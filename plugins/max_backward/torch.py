@@ -7,13 +7,12 @@ import math
 
 import torch
 
-from kernelzoo.registry import FLOATS, Call, Implementation
+from kernelzoo.backends.tensor_ops import TorchImplementation
+from kernelzoo.registry import Call
 
 
-class MaxBackwardTorch(Implementation):
+class MaxBackwardTorch(TorchImplementation):
     op = "max_backward"
-    plugin = "torch"
-    dtypes = {"cpu": FLOATS, "cuda": FLOATS}
 
     def run(self, call: Call, config: dict) -> torch.Tensor:
         g, indices = call.inputs["grad"], call.inputs["indices"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import torch
-from kernelzoo_plugins.conv2d import batched
+from kernelzoo_plugins._gemm.conv import batched
 
 from kernelzoo.backends.openmp import OpenMPImplementation, ptr, thread_counts
 from kernelzoo.registry import Call

@@ -5,17 +5,16 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from kernelzoo_plugins.conv2d import batched
+from kernelzoo_plugins._gemm.conv import batched
 
-from kernelzoo.registry import FLOATS, Call, Implementation
+from kernelzoo.backends.tensor_ops import PythonImplementation
+from kernelzoo.registry import Call
 
 from . import index_output, pooled_shape
 
 
-class MaxPool2dPython(Implementation):
+class MaxPool2dPython(PythonImplementation):
     op = "max_pool2d"
-    plugin = "python"
-    dtypes = {"cpu": FLOATS, "cuda": FLOATS}
 
     def run(self, call: Call, config: dict) -> tuple[torch.Tensor, torch.Tensor]:
         x = call.inputs["x"]

@@ -19,9 +19,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from kernelzoo_plugins.linear import reduction_tolerance, shape_text
-from kernelzoo_plugins.max_pool2d import (
-    MaxPool2d,
+from kernelzoo_plugins._gemm.spec import reduction_tolerance, shape_text
+from kernelzoo_plugins._reduce.pool import (
+    POOL_SHAPES,
     check_pool_input,
     example_pool,
     pool_bad_cases,
@@ -51,7 +51,7 @@ class MaxPool2dBackward(Op):
     # Untuned on a GPU, torch first: well ahead of the Triton plugin at two of the three benchmark shapes, a tie at
     # the third (docs/perf/max_pool2d_backward.md); on the CPU openmp stays first, ahead of torch
     default_order = {"cuda": ("torch",)}
-    shapes = MaxPool2d.shapes
+    shapes = POOL_SHAPES
 
     def check(self, grad_out: torch.Tensor, indices: torch.Tensor, input_shape: Sequence[int], kernel_size: Any,
               stride: Any = None, padding: Any = 0) -> Call:

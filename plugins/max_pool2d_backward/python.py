@@ -5,15 +5,14 @@ elements are distinct, so no two adds collide (and no atomics are needed on the 
 from __future__ import annotations
 
 import torch
-from kernelzoo_plugins.conv2d import batched
+from kernelzoo_plugins._gemm.conv import batched
 
-from kernelzoo.registry import FLOATS, Call, Implementation
+from kernelzoo.backends.tensor_ops import PythonImplementation
+from kernelzoo.registry import Call
 
 
-class MaxPool2dBackwardPython(Implementation):
+class MaxPool2dBackwardPython(PythonImplementation):
     op = "max_pool2d_backward"
-    plugin = "python"
-    dtypes = {"cpu": FLOATS, "cuda": FLOATS}
 
     def run(self, call: Call, config: dict) -> torch.Tensor:
         g, indices = batched(call.inputs["grad_out"]).float(), batched(call.inputs["indices"])

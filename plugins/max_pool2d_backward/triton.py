@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from kernelzoo_plugins.conv2d import batched
+from kernelzoo_plugins._gemm.conv import batched
 
 from kernelzoo.backends.triton import TritonImplementation, launcher
 from kernelzoo.registry import Call

@@ -2,20 +2,20 @@
 float32, returned in x's dtype; NaN over zero elements, as in torch.
 
 It is the op sum with the float32 total scaled by 1/reduced before rounding, and shares sum's plan,
-shapes, cases and kernels (each plugin here subclasses sum's); see plugins/sum for both. Its gradient
-is the output gradient over reduced, expanded back: no kernel.
+shapes, cases and kernels: the spec and each plugin subclass the reduction family's (plugins/_reduce), as
+sum's do; see plugins/sum. Its gradient is the output gradient over reduced, expanded back: no kernel.
 """
 
 from __future__ import annotations
 
 import math
 
-from kernelzoo_plugins.sum import Sum
+from kernelzoo_plugins._reduce.sum import Summation
 
 from kernelzoo.registry import Call
 
 
-class Mean(Sum):
+class Mean(Summation):
     """mean(x, dim=None, keepdim=False): Σ over ``dim`` / the elements summed, in float32, in x's dtype."""
 
     name = "mean"

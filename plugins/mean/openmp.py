@@ -1,15 +1,9 @@
-"""mean in OpenMP C: sum's kernels (plugins/sum/openmp.c) with scale 1/reduced."""
+"""mean in OpenMP C: the reduction family's kernels (plugins/_reduce/sum_openmp.c) with scale 1/reduced."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from kernelzoo_plugins.sum.openmp import SumOpenMP
+from kernelzoo_plugins._reduce.sum_openmp import SummationOpenMP
 
 
-class MeanOpenMP(SumOpenMP):
+class MeanOpenMP(SummationOpenMP):
     op = "mean"
-    sources = ("openmp.c", "openmp.py")  # sum's kernel and wrapper: both are part of the tuning key
-
-    def source_dir(self) -> Path:
-        return Path(__file__).parent.parent / "sum"

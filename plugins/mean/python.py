@@ -1,15 +1,9 @@
-"""The spec in tensor ops: sum's python plugin, scaled by 1/reduced."""
+"""The spec in tensor ops: the reduction family's (plugins/_reduce/sum_python.py), scaled by 1/reduced."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from kernelzoo_plugins.sum.python import SumPython
+from kernelzoo_plugins._reduce.sum_python import SummationPython
 
 
-class MeanPython(SumPython):
+class MeanPython(SummationPython):
     op = "mean"
-    sources = ("python.py",)  # sum's module: its text is part of the tuning key
-
-    def source_dir(self) -> Path:
-        return Path(__file__).parent.parent / "sum"

@@ -1,15 +1,9 @@
-"""mean in Triton: sum's kernels (plugins/sum/triton.py) with scale 1/reduced."""
+"""mean in Triton: the reduction family's kernels (plugins/_reduce/sum_triton.py) with scale 1/reduced."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from kernelzoo_plugins.sum.triton import SumTriton
+from kernelzoo_plugins._reduce.sum_triton import SummationTriton
 
 
-class MeanTriton(SumTriton):
+class MeanTriton(SummationTriton):
     op = "mean"
-    sources = ("triton.py",)  # sum's module: its text is part of the tuning key
-
-    def source_dir(self) -> Path:
-        return Path(__file__).parent.parent / "sum"

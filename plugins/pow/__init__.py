@@ -25,11 +25,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from kernelzoo_plugins.exp import interpreter_sized, overflow_to_inf
+from kernelzoo_plugins._elementwise.spec import interpreter_sized
 
 from kernelzoo import ops
 from kernelzoo.autograd import scaled
-from kernelzoo.elementwise import UnaryOp
+from kernelzoo.elementwise import UnaryOp, overflow_to_inf
 from kernelzoo.errors import ArgumentError, DTypeError
 from kernelzoo.registry import BadCase, Call, Case, Derivative
 

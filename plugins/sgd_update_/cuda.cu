@@ -7,17 +7,10 @@
 // loads per array, THREADS * 16 bytes apart, before its first store. It needs every array 16-byte aligned;
 // the n % PACK elements after the last whole pack are done by block 0. sgd_update_scalar moves one element
 // per access. The flags are uniform over the grid: no divergence.
-#ifndef ITEMS
-#define ITEMS 4
-#endif
-#ifndef THREADS
-#define THREADS 256
-#endif
 
 constexpr int PACK = 16 / (int)sizeof(T);
 
-// Pack<V>: V elements of T as one access
-#include "../_cuda/pack.cuh"
+#include "../_cuda/streaming.cuh"
 
 struct Sgd {
   float lr, momentum, keep, weight_decay;  // keep = 1 - dampening

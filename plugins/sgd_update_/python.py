@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import torch
 
-from kernelzoo.registry import FLOATS, Call, Implementation
+from kernelzoo.backends.tensor_ops import PythonImplementation
+from kernelzoo.registry import Call
 
 
-class SgdUpdatePython(Implementation):
+class SgdUpdatePython(PythonImplementation):
     op = "sgd_update_"
-    plugin = "python"
-    dtypes = {"cpu": FLOATS, "cuda": FLOATS}
 
     def run(self, call: Call, config: dict) -> tuple[torch.Tensor, torch.Tensor]:
         param, grad, buf = (call.inputs[name] for name in ("param", "grad", "momentum_buffer"))

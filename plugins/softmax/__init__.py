@@ -13,11 +13,14 @@ requires grad.
 
 from __future__ import annotations
 
-import math
-import operator
 from collections.abc import Callable, Sequence
 
 import torch
+from kernelzoo_plugins._rows.softmax import SOFTMAX_SHAPES, check_dim, row_count
+
+# re-exported: what softmax's plugins read
+from kernelzoo_plugins._rows.softmax import as_rows as as_rows
+from kernelzoo_plugins._rows.softmax import from_rows as from_rows
 
 from kernelzoo import ops
 from kernelzoo.errors import ArgumentError, DTypeError
@@ -25,39 +28,6 @@ from kernelzoo.registry import BadCase, Call, Case, Derivative, Op, check_tensor
 
 # Row lengths above this are too slow for Triton's interpreter in CI (its programs run in Python).
 _INTERPRETER_MAX_ELEMENTS = 200_000
-
-
-def check_dim(op: str, name: str, x: torch.Tensor, dim: object) -> int:
-    """``dim`` of tensor ``name`` normalised to [0, x.dim()) (0 for a 0-dim tensor, which takes 0 or -1,
-    as in torch); shared with softmax_backward."""
-    if isinstance(dim, bool) or not hasattr(type(dim), "__index__"):  # numpy integers welcome
-        raise ArgumentError(f"{op}: dim must be an int, got {type(dim).__name__}")
-    dim = operator.index(dim)
-    ndim = max(x.dim(), 1)
-    if not -ndim <= dim < ndim:
-        raise ArgumentError(f"{op}: dim must be in [{-ndim}, {ndim - 1}] for {name} of shape {tuple(x.shape)}, "
-                            f"got {dim}")
-    return dim % ndim
-
-
-def as_rows(x: torch.Tensor, dim: int) -> torch.Tensor:
-    """``x`` with ``dim`` moved last, as a (rows, cols) view with column stride 1 (copied only if
-    it must be); its row stride may differ from cols (row slices, expanded rows: stride 0)."""
-    if not x.dim():
-        return x.reshape(1, 1)
-    moved = x if dim == x.dim() - 1 else x.movedim(dim, -1)
-    x2d = moved.reshape(_rows(x, dim), moved.shape[-1])
-    if x2d.shape[1] > 1 and x2d.stride(1) != 1:
-        x2d = x2d.contiguous()
-    return x2d
-
-
-def from_rows(y2d: torch.Tensor, x: torch.Tensor, dim: int) -> torch.Tensor:
-    """The (rows, cols) result back in ``x``'s shape: a view with ``dim`` moved back in place
-    (no copy, so it is not contiguous when ``dim`` is not last)."""
-    if dim >= x.dim() - 1:  # dim is last, or x is 0-dim
-        return y2d.view(x.shape)
-    return y2d.view(x.movedim(dim, -1).shape).movedim(-1, dim)
 
 
 class Softmax(Op):
@@ -75,12 +45,7 @@ class Softmax(Op):
         save=lambda call, outputs: {"y": outputs[0], "dim": call.params["dim"]},
         backward=lambda saved, grad: {"x": ops.softmax_backward(grad, saved["y"], saved["dim"])},
     )
-    shapes = {
-        # (rows, cols): a square activation, a GPT-2 vocabulary (50257), attention-like rows,
-        # and one very long row (only the split-row paths fill the machine there)
-        "cuda": [(8192, 8192), (4096, 50257), (32768, 1024), (65536, 128), (1, 1_000_000)],
-        "cpu": [(2048, 2048), (256, 50257), (16384, 128), (1, 1_000_000)],
-    }
+    shapes = SOFTMAX_SHAPES
 
     def check(self, x: torch.Tensor, dim: int = -1) -> Call:
         check_tensor(self.name, "x", x)
@@ -96,7 +61,7 @@ class Softmax(Op):
     def sizes(self, call: Call) -> dict[str, int]:
         x, dim = call.inputs["x"], call.params["dim"]
         cols = x.shape[dim] if x.dim() else 1
-        return {"rows": _rows(x, dim), "cols": cols}
+        return {"rows": row_count(x, dim), "cols": cols}
 
     def flops(self, call: Call) -> float:
         # per element: a compare for the max, a subtraction, an exp, an add for the sum, and
@@ -150,10 +115,6 @@ class Softmax(Op):
         ]
 
     # --- autograd ----------------------------------------------------------------------------
-
-def _rows(x: torch.Tensor, dim: int) -> int:
-    return math.prod(s for i, s in enumerate(x.shape) if i != dim)
-
 
 Maker = Callable[[torch.device, torch.dtype, torch.Generator], torch.Tensor]
 

@@ -17,12 +17,6 @@
 // gives inf - inf = NaN, a row of only -inf gives -inf - -inf = NaN. Out-of-row slots hold -inf,
 // whose exp is 0. __expf (ex2.approx) is within 2 ulp near 0 and its error grows with |x - max|
 // only where the result is tiny: every output is <= 1, far inside the 1e-5 atol.
-#ifndef ITEMS
-#define ITEMS 16
-#endif
-#ifndef THREADS
-#define THREADS 512
-#endif
 
 #include "../_cuda/row_packs.cuh"
 

@@ -12,11 +12,10 @@ program holds at once):
 
 from __future__ import annotations
 
-import functools
-
 import torch
 import triton
 import triton.language as tl
+from kernelzoo_plugins._rows.triton import programs_in_flight
 
 from kernelzoo.backends.triton import TritonImplementation, launcher
 from kernelzoo.registry import Call
@@ -109,15 +108,6 @@ def _softmax_chunk_write_kernel(x_ptr, y_ptr, stats_ptr, cols, x_row_stride, chu
                       tl.minimum(lo + chunk_len, cols), m, s, BLOCK)
 
 
-@functools.cache
-def _programs_in_flight(device: torch.device) -> int:
-    """About as many programs as the GPU runs at once (4 per SM); 16 under the interpreter, so
-    that small CPU tests take both long-row paths (17 rows looped, 10 rows split)."""
-    if device.type != "cuda":
-        return 16
-    return 4 * torch.cuda.get_device_properties(device).multi_processor_count
-
-
 class SoftmaxTriton(TritonImplementation):
     op = "softmax"
     config_space = {"BLOCK": [1024, 2048, 4096, 8192, 16384], "num_warps": [4, 8, 16],
@@ -138,7 +128,7 @@ class SoftmaxTriton(TritonImplementation):
         block, stride = config["BLOCK"], x2d.stride(0)
         options = {"num_warps": config["num_warps"], "num_stages": config["num_stages"]}
         cols_pow2 = triton.next_power_of_2(cols)
-        in_flight = _programs_in_flight(x2d.device)
+        in_flight = programs_in_flight(x2d.device)
         if cols_pow2 <= block:
             # as many whole rows as BLOCK holds, but no fewer programs than the GPU runs at once
             # where the rows allow (8192 x 128: 16 rows each, 512 programs, not 64 rows, 128)

@@ -13,12 +13,6 @@
 // Each kernel comes as _vec (PACK elements per 16-byte access; the wrapper checks that cols, both row
 // strides and the three pointers allow it) and _scalar (one element per access). Out-of-row slots hold
 // 0 in grad and y, adding 0 * 0 to s. NaN and inf follow the formula, as torch's kernel does.
-#ifndef ITEMS
-#define ITEMS 16
-#endif
-#ifndef THREADS
-#define THREADS 512
-#endif
 
 #include "../_cuda/row_packs.cuh"
 

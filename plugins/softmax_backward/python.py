@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import torch
 
-from kernelzoo.registry import FLOATS, Call, Implementation
+from kernelzoo.backends.tensor_ops import PythonImplementation
+from kernelzoo.registry import Call
 
 
-class SoftmaxBackwardPython(Implementation):
+class SoftmaxBackwardPython(PythonImplementation):
     op = "softmax_backward"
-    plugin = "python"
-    dtypes = {"cpu": FLOATS, "cuda": FLOATS}
 
     def run(self, call: Call, config: dict) -> torch.Tensor:
         g, y, dim = call.inputs["grad"].float(), call.inputs["y"].float(), call.params["dim"]

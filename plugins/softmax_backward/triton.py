@@ -11,11 +11,10 @@ row length against BLOCK (the elements of each of grad and y a program holds at 
 
 from __future__ import annotations
 
-import functools
-
 import torch
 import triton
 import triton.language as tl
+from kernelzoo_plugins._rows.triton import programs_in_flight
 
 from kernelzoo.backends.triton import TritonImplementation, launcher
 from kernelzoo.registry import Call
@@ -86,15 +85,6 @@ def _chunk_write_kernel(g_ptr, y_ptr, dx_ptr, dots_ptr, cols, g_row_stride, y_ro
               tl.minimum(lo + chunk_len, cols), s, BLOCK)
 
 
-@functools.cache
-def _programs_in_flight(device: torch.device) -> int:
-    """About as many programs as the GPU runs at once (4 per SM); 16 under the interpreter, so that small
-    CPU tests take both long-row paths."""
-    if device.type != "cuda":
-        return 16
-    return 4 * torch.cuda.get_device_properties(device).multi_processor_count
-
-
 class SoftmaxBackwardTriton(TritonImplementation):
     op = "softmax_backward"
     # BLOCK holds that many elements of grad and of y: half softmax's largest, for the same registers
@@ -114,7 +104,7 @@ class SoftmaxBackwardTriton(TritonImplementation):
         block, strides = config["BLOCK"], (g2d.stride(0), y2d.stride(0))
         options = {"num_warps": config["num_warps"], "num_stages": config["num_stages"]}
         cols_pow2 = triton.next_power_of_2(cols)
-        in_flight = _programs_in_flight(y2d.device)
+        in_flight = programs_in_flight(y2d.device)
         if cols_pow2 <= block:
             # as many whole rows as BLOCK holds, but no fewer programs than the GPU runs at once where the
             # rows allow

@@ -1,23 +1,9 @@
-"""The spec in tensor ops: x as (outer, reduced, inner), summed over the middle dim in float32, scaled
-(mean), rounded to x's dtype."""
+"""The spec in tensor ops: the reduction family's (plugins/_reduce/sum_python.py), scale 1."""
 
 from __future__ import annotations
 
-import torch
-
-from kernelzoo.registry import FLOATS, Call, Implementation
-
-from . import as_3d
+from kernelzoo_plugins._reduce.sum_python import SummationPython
 
 
-class SumPython(Implementation):
+class SumPython(SummationPython):
     op = "sum"
-    plugin = "python"
-    dtypes = {"cpu": FLOATS, "cuda": FLOATS}
-
-    def run(self, call: Call, config: dict) -> torch.Tensor:
-        x = call.inputs["x"]
-        p = call.op.plan(call)
-        x3 = as_3d(x, p).float()  # (outer, reduced, inner)
-        out = x3.sum(1) * call.op.scale(call)  # (outer, inner)
-        return out.to(x.dtype).reshape(p.out_shape)

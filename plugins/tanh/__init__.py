@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import torch
-from kernelzoo_plugins.exp import interpreter_sized
+from kernelzoo_plugins._elementwise.spec import interpreter_sized
 
 from kernelzoo import ops
 from kernelzoo.elementwise import UnaryOp
