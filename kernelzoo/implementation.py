@@ -80,7 +80,8 @@ class Implementation:
     @functools.cached_property
     def code_files(self) -> dict[str, str]:
         """Hash of each file of the kernel's code, by its path inside its package ("kernelzoo_plugins/softmax/
-        triton.py"): the implementation's module, the modules of its plugin base classes, its kernel sources.
+        triton.py"): the implementation's module, the modules of its plugin base classes, the family modules they
+        take kernels and helpers from (:func:`_family_modules`), its kernel sources.
 
         Which base classes count comes from the class's MRO: every class but the core's own bases
         (:func:`core_bases`), so a shared wrapper or a family's kernel module counts wherever it lives. Its config
@@ -88,10 +89,9 @@ class Implementation:
         so a module's hash leaves out the tuning declarations of its classes (:data:`TUNING_DECLARATIONS`).
         """
         files: dict[str, str] = {}
-        for cls in type(self).__mro__:
-            if cls in core_bases() or cls is object or not issubclass(cls, Implementation):
-                continue
-            module = sys.modules[cls.__module__]
+        modules = [sys.modules[cls.__module__] for cls in type(self).__mro__
+                   if cls not in core_bases() and cls is not object and issubclass(cls, Implementation)]
+        for module in [*modules, *_family_modules(modules)]:
             name = _package_path(module)
             if name not in files:
                 files[name] = _digest(_without_tuning_declarations(inspect.getsource(module)))
@@ -148,6 +148,31 @@ def core_bases() -> frozenset[type]:
         if cls.__module__.split(".")[0] == "kernelzoo":
             found.add(cls)
     return frozenset(found)
+
+
+def _family_modules(modules: list[ModuleType]) -> list[ModuleType]:
+    """The family modules whose code ``modules`` use, and those these use in turn: modules of the same top-level
+    package under a folder or file whose name starts with an underscore (``kernelzoo_plugins/_rows/triton.py``),
+    from which a module holds a function, class, Triton kernel or the module itself. An op's own package (its
+    spec, ``kernelzoo_plugins/softmax/__init__.py``) is no family module: editing its checks keeps records."""
+    found: dict[str, ModuleType] = {}
+    todo = list(modules)
+    while todo:
+        module = todo.pop()
+        top = module.__name__.split(".")[0]
+        for value in list(vars(module).values()):
+            # a Triton kernel wraps its function (fn), whose module is the kernel's, interpreted or compiled
+            name = value.__name__ if isinstance(value, ModuleType) else \
+                getattr(getattr(value, "fn", None) or value, "__module__", None)
+            if not isinstance(name, str) or name.split(".")[0] != top or name in found:
+                continue
+            if not any(part.startswith("_") and not part.startswith("__") for part in name.split(".")[1:]):
+                continue
+            other = sys.modules.get(name)
+            if other is not None and other not in modules:
+                found[name] = other
+                todo.append(other)
+    return [found[name] for name in sorted(found)]
 
 
 def _package_path(module: ModuleType) -> str:

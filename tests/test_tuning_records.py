@@ -478,3 +478,21 @@ def test_a_postgresql_database_of_release_0_1_upgrades_in_place(postgres_url):  
     save_winner(store, replace(w, device=NVL, origin=Origin.VERIFIED))
     assert {v.origin for v in winners(store)} == {Origin.TUNED, Origin.VERIFIED}
     forget_stores()
+
+
+def test_a_records_code_covers_the_family_modules_its_kernel_takes_code_from() -> None:
+    """A Triton kernel's jit helpers or a CUDA plugin's launch helpers may live in a family module the plugin only
+    imports from: editing them changes what was measured, so they are part of the code hash. An op's own spec
+    package is not: editing its checks keeps the records."""
+    from kernelzoo.implementation import _family_modules
+    from kernelzoo.registry import registry
+
+    softmax = registry.impl("softmax", "triton").code_files
+    assert "kernelzoo_plugins/_rows/triton.py" in softmax  # programs in flight, tiles: imported, not a base class
+    attention = registry.impl("attention", "triton").code_files
+    assert {"kernelzoo_plugins/_flash/triton.py", "kernelzoo_plugins/_flash/spec.py"} <= set(attention)
+    for impl in registry:
+        assert not any(name.endswith("__init__.py") and "/_" not in name for name in impl.code_files), impl.key
+    import kernelzoo_plugins._flash.triton as flash
+
+    assert flash not in _family_modules([flash])  # a module is not its own family dependency
