@@ -13,7 +13,7 @@ import json
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, TextIO
 
 import torch
 from sqlalchemy import select
@@ -207,21 +207,34 @@ def _retime(store: Store, pool: WorkerPool, device: str, fp: Fingerprint,
         label = f"{op} {dtype} {shape}" + (f" {params}" if params != "{}" else "")
         try:
             found = tune_op(store, pool, op, device=device, shapes=[spec.parse_shape(shape)], dtypes=[dtype],
-                            params=[json.loads(params)], options=options, progress=progress, only=only,
-                            origin=origin, fp=fp)
+                            params=[json.loads(params)], options=options, progress=_NotesOnly(progress),
+                            only=only, origin=origin, fp=fp)
         except KernelzooError as exc:
             progress.note(f"skipped {op} {dtype} {shape} on {torch.device(device).type}: {exc}")
-            progress.key_done(0)
             progress.step(f"{label}: skipped")
             continue
         reports += found
-        progress.key_done(0)  # the key's searches are over: the count is of keys
         timed = sum(map(len, only.values()))
         winner = found[0].winner if found else None
         progress.step(f"{label}: {timed} config(s) of {', '.join(only)} in {time.monotonic() - began:.1f} s, "
                       f"winner {winner or 'none'}")
     progress.close()
     return reports
+
+
+class _NotesOnly(Progress):
+    """A key's notes (a skipped plugin, a dropped leader) through ``outer``, not its studies' trial counts: a
+    re-time's progress is counted in keys."""
+
+    def __init__(self, outer: Progress) -> None:
+        super().__init__(outer.stream, enabled=outer.enabled, verbose=outer.verbose)
+        self.outer = outer
+
+    def note(self, text: str, detail: bool = False, file: TextIO | None = None) -> None:
+        self.outer.note(text, detail, file)
+
+    def update(self, label: str, done: int, total: int, best_ms: float | None) -> None:
+        return
 
 
 def _params_for(pool: WorkerPool, device: str, w: Winner) -> Mapping[str, Any] | None:
