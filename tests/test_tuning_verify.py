@@ -5,13 +5,15 @@ compiles (once per kernel, done side by side before any timing), the budget and 
 from __future__ import annotations
 
 import io
+import json
+import os
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
 import verify_toys
-from tuning_helpers import TESTS, temporary_db
+from tuning_helpers import ROOT, TESTS, load_file, temporary_db
 
 from kernelzoo.db import lifecycle, shipped
 from kernelzoo.db.models import Origin
@@ -190,3 +192,35 @@ def test_warm_up_queues_keep_a_kernel_s_calls_together():
         kernels = {(t["plugin"], t["config"]["BLOCK"]) for t in queue}
         assert all(sum(1 for t in queue if (t["plugin"], t["config"]["BLOCK"]) == k) == 2 for k in kernels)
     assert warm.warm(tasks, 30.0, warmers=1) == 0, "one queue is the timing worker's own work: no warm-up"
+
+
+def write_file(path: Path, rows: list[Winner]) -> None:
+    from kernelzoo.db.transfer import to_record
+
+    path.write_text(json.dumps({"format": "kernelzoo-winners", "version": 2, "kernelzoo": "0", "exported_at": "",
+                                "records": [to_record(w) for w in rows]}))
+
+
+def test_a_shipped_file_of_this_gpu_s_hardware_is_its_own_whatever_its_driver(toys, tmp_path):
+    newer = replace(H200, driver="590.0, CUDA 13.1", triton="3.7.0")  # another software stack, the same chip
+    write_file(tmp_path / "shipped" / "h200.json", [record("fast", 64, 1.0, 2)])
+    assert newer.hash != H200.hash
+    assert lifecycle.provisional_keys(toys, newer, OP) == [], "nothing to verify: the file is this GPU's own"
+    assert [w.plugin for w in lifecycle.provisional_keys(toys, NVL, OP)] == ["fast"]
+
+
+def test_verify_sibling_relabels_a_file_and_verifies_every_key(toys, tmp_path, monkeypatch, capsys):
+    from kernelzoo.tuner import tune
+
+    script = load_file(ROOT / "scripts" / "verify_sibling.py")
+    source = tmp_path / "h200.json"
+    write_file(source, [record(p, n, ms, b) for n in (64, 1024) for p, ms, b in (("fast", 1.0, 2), ("mid", 9.0, 4))])
+    monkeypatch.setattr(tune, "device_fingerprint", lambda pool, device: NVL)
+    for name in ("KERNELZOO_DB", "KERNELZOO_CACHE_DIR", "TRITON_CACHE_DIR"):  # restored after the script sets them
+        monkeypatch.setenv(name, os.environ.get(name, ""))
+    monkeypatch.setattr(shipped, "shipped_dir", shipped.shipped_dir)
+    assert script.main(["--op", OP, "--file", str(source), "--device", "cpu", "--budget-ms", "2"]) == 0
+    captured = capsys.readouterr()
+    assert f"2 key(s) of h200.json relabelled as NVIDIA sibling of {NVL.name} (sm 9.0, 136 SMs)" in captured.err
+    assert "2 key(s) re-timed, 2 config(s) timed and checked, 0 leader re-time(s), 2 of 2 key(s) verified" in \
+        captured.out, "mid is 9x slower on the sibling: fast alone, one config per key"
