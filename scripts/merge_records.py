@@ -32,12 +32,12 @@ def name(record: dict) -> str:
     return f"{record['op']}/{record['plugin']} {record['dtype']} {record['shape']}"
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("shipped")
     parser.add_argument("fresh", nargs="?", help="a `kernelzoo db export` file (none: merge nothing)")
     parser.add_argument("--drop-stale", action="store_true", help="remove the records whose source has changed")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     with open(args.shipped) as f:
         shipped = json.load(f)
     fresh = []

@@ -19,10 +19,11 @@ from kernelzoo.db import lifecycle, shipped
 from kernelzoo.db.models import Origin
 from kernelzoo.db.records import Winner, save_winner, winners
 from kernelzoo.db.store import open_store
+from kernelzoo.errors import ArgumentError
 from kernelzoo.fingerprint import Fingerprint
 from kernelzoo.registry import registry
 from kernelzoo.timing import Timing
-from kernelzoo.tuner import leaders, retime, warm
+from kernelzoo.tuner import leaders, missing, retime, warm
 from kernelzoo.tuner.pool import TrialResult, WorkerPool
 from kernelzoo.tuner.progress import Progress
 from kernelzoo.tuner.search import SearchResult, Target, TuneOptions
@@ -40,14 +41,17 @@ H200, NVL = gpu("NVIDIA H200"), gpu("NVIDIA H100 NVL")
 
 
 class CountingPool(WorkerPool):
-    """A worker pool that lists every trial it runs: (plugin, size, config, checked against the reference)."""
+    """A worker pool that lists every trial it runs: (plugin, size, config, checked against the reference), and
+    its dtype."""
 
     def __init__(self) -> None:
         super().__init__(OPTIONS.timeout_s)
         self.trials: list[tuple[str, int, dict, bool]] = []
+        self.dtypes: list[str] = []
 
     def trial(self, plugin: str, device: str, msg: dict) -> TrialResult:
         self.trials.append((plugin, msg["shape"][0], dict(msg["config"]), msg.get("check", True)))
+        self.dtypes.append(msg["dtype"])
         return super().trial(plugin, device, msg)
 
     def pids(self) -> set[int]:
@@ -224,3 +228,50 @@ def test_verify_sibling_relabels_a_file_and_verifies_every_key(toys, tmp_path, m
     assert f"2 key(s) of h200.json relabelled as NVIDIA sibling of {NVL.name} (sm 9.0, 136 SMs)" in captured.err
     assert "2 key(s) re-timed, 2 config(s) timed and checked, 0 leader re-time(s), 2 of 2 key(s) verified" in \
         captured.out, "mid is 9x slower on the sibling: fast alone, one config per key"
+
+
+def test_missing_tunes_only_the_pairs_the_file_lacks_and_a_rerun_none(toys, tmp_path, monkeypatch):
+    path = tmp_path / "nvl.json"
+    write_file(path, [record("fast", 64, 1.0, 2, fp=NVL)])  # this GPU's file, one pair of ten
+    monkeypatch.setattr(missing, "device_fingerprint", lambda pool, device: NVL)
+    options = replace(OPTIONS, trials=1)
+    with CountingPool() as pool:
+        tasks = missing.missing_tasks(toys, pool, path, "cpu", NVL, [OP])
+        assert [(t.job.shape[0], t.job.dtype, t.plugins) for t in tasks] == [
+            (64, "float32", ("mid", "slow")), (64, "float16", ("fast", "mid")),
+            (1024, "float32", ("fast", "mid", "slow")), (1024, "float16", ("fast", "mid"))], \
+            "slow runs no float16; the file holds fast at 64 in float32"
+        reports = missing.tune_missing(toys, pool, path, device="cpu", ops=[OP], options=options)
+        checked = sorted((p, n, d, c["BLOCK"]) for (p, n, c, check), d in zip(pool.trials, pool.dtypes) if check)
+    wanted = [(p, n, d, 1) for n in (64, 1024) for d in ("float32", "float16") for p in ("fast", "mid", "slow")
+              if (p, n, d) != ("fast", 64, "float32") and (p, d) != ("slow", "float16")]
+    assert checked == sorted(wanted), "one trial per missing pair: the default config"
+    assert len(reports) == 4
+    with CountingPool() as pool:
+        assert missing.tune_missing(toys, pool, path, device="cpu", ops=[OP], options=options) == []
+        assert pool.trials == [], "what the first run stored is no longer missing"
+    write_file(path, [record("fast", 64, 1.0, 2, fp=H200)])
+    with CountingPool() as pool, pytest.raises(ArgumentError, match="holds records of NVIDIA H200"):
+        missing.tune_missing(toys, pool, path, device="cpu", ops=[OP], options=options)
+
+
+def test_fill_shipped_tunes_the_gap_within_its_budget_and_merges_it(toys, tmp_path, monkeypatch, capsys):
+    script = load_file(ROOT / "scripts" / "fill_shipped.py")
+    path = tmp_path / "nvl.json"
+    write_file(path, [record("fast", 64, 1.0, 2, fp=NVL)])
+    monkeypatch.setattr(missing, "device_fingerprint", lambda pool, device: NVL)
+    db = f"sqlite:///{tmp_path / 'fill.sqlite'}"
+    common = [str(path), "--op", OP, "--device", "cpu", "--budget-ms", "2", "--db", db]
+    assert script.main([*common, "--budget", "1e-9"]) == 0
+    assert "4 task(s) left (9 pair(s)); run the command again" in capsys.readouterr().err
+    assert len(json.loads(path.read_text())["records"]) == 1, "nothing tuned, nothing merged"
+    assert script.main(common) == 0
+    out = capsys.readouterr().out
+    assert "0 replaced, 9 added, 10 records" in out, out
+    records = json.loads(path.read_text())["records"]
+    assert {(r["plugin"], r["dtype"], r["shape"]) for r in records} == {
+        (p, d, str(n)) for n in (64, 1024) for d in ("float32", "float16") for p in ("fast", "mid", "slow")
+        if not (p == "slow" and d == "float16")}
+    assert script.main(common) == 0
+    assert "lacks no (key, plugin) pair" in capsys.readouterr().err
+    assert len(json.loads(path.read_text())["records"]) == 10

@@ -77,6 +77,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--verify", action="store_true", help="re-time the top configs of each provisional key (its records "
                    "borrowed from a sibling GPU: the plugins within 1.5x of its fastest) here and store the winners "
                    "as this GPU's own")
+    p.add_argument("--missing", metavar="FILE", help="tune only the (key, plugin) pairs of the ops' representative "
+                   "keys that the winners FILE (a shipped file of this GPU) lacks; with --budget, key by key until "
+                   "it is spent")
     p.set_defaults(func=run_tune)
 
     s = sub.add_parser("show", help="list the stored winners")
@@ -108,8 +111,8 @@ def run_tune(args: argparse.Namespace) -> int:
         from kernelzoo.tuner.fleet import show_status
 
         return show_status(open_store(args.db), args.job, args.json)
-    if not args.op and not (args.pending or args.stale or args.verify):
-        raise ArgumentError("tune: pass --op OP (or --pending, --stale, --verify)")
+    if not args.op and not (args.pending or args.stale or args.verify or args.missing):
+        raise ArgumentError("tune: pass --op OP (or --pending, --stale, --verify, --missing FILE)")
     ops = check_ops(args.op)
     check_plugins(args.plugin, ops or None)
     device = check_device(args.device, "tune")
@@ -118,7 +121,7 @@ def run_tune(args: argparse.Namespace) -> int:
     store = open_store(args.db, check=True, write=True)
     shared = not store.url.startswith("sqlite")  # a server database (PostgreSQL): tuners on other hosts join
     fleet_options = args.devices or args.workers or args.budget or args.floor_within is not None
-    if (fleet_options or shared) and not (args.stale or args.verify):
+    if (fleet_options or shared) and not (args.stale or args.verify or args.missing):
         from kernelzoo.tuner import fleet
         from kernelzoo.tuner.jobs import parse_duration
 
@@ -143,13 +146,22 @@ def run_tune(args: argparse.Namespace) -> int:
                     if not found:
                         progress.note(f"kernelzoo: no {what}{f' of {op}' if op else ''} on {device}", file=sys.stderr)
                     report.keys += found
+        if args.missing:
+            from pathlib import Path
+
+            from kernelzoo.tuner.jobs import parse_duration
+            from kernelzoo.tuner.missing import tune_missing
+
+            report.keys += tune_missing(store, pool, Path(args.missing), device=device, ops=ops or None,
+                                        plugins=args.plugin, options=options, progress=progress,
+                                        budget_s=parse_duration(args.budget) if args.budget else None)
         jobs = []
         if args.pending:
             jobs = [job for op in ops or [None]
                     for job in plan_pending(store, pool, device, op, args.plugin, report.skipped)]
             if not jobs and not report.skipped:
                 progress.note(f"kernelzoo: no pending keys on {device}")
-        elif not (args.stale or args.verify):
+        elif not (args.stale or args.verify or args.missing):
             for op in ops:
                 spec = registry.op(op)
                 shapes = [spec.parse_shape(s) for s in args.shape] if args.shape else None

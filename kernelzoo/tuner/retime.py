@@ -207,7 +207,7 @@ def _retime(store: Store, pool: WorkerPool, device: str, fp: Fingerprint,
         label = f"{op} {dtype} {shape}" + (f" {params}" if params != "{}" else "")
         try:
             found = tune_op(store, pool, op, device=device, shapes=[spec.parse_shape(shape)], dtypes=[dtype],
-                            params=[json.loads(params)], options=options, progress=_NotesOnly(progress),
+                            params=[json.loads(params)], options=options, progress=NotesOnly(progress),
                             only=only, origin=origin, fp=fp)
         except KernelzooError as exc:
             progress.note(f"skipped {op} {dtype} {shape} on {torch.device(device).type}: {exc}")
@@ -222,7 +222,7 @@ def _retime(store: Store, pool: WorkerPool, device: str, fp: Fingerprint,
     return reports
 
 
-class _NotesOnly(Progress):
+class NotesOnly(Progress):
     """A key's notes (a skipped plugin, a dropped leader) through ``outer``, not its studies' trial counts: a
     re-time's progress is counted in keys."""
 
