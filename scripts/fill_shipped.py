@@ -1,13 +1,16 @@
 """Fill a shipped winners file: tune the (key, plugin) pairs it lacks on this GPU and merge the winners into it.
 
     python scripts/fill_shipped.py tuning_db/h200.json --budget 8m --trials 1 --budget-ms 50
+    python scripts/fill_shipped.py tuning_db/h200.json --stale     # after kernel edits: re-time its stale records
 
 One command for the three steps: ``kernelzoo tune --missing FILE`` (the ops' representative keys, every dtype
 ``kernelzoo tune`` picks, the plugins that run them, only the pairs FILE lacks; key by key until ``--budget`` is
 spent), ``kernelzoo db export`` of what it stored, and ``scripts/merge_records.py FILE`` of that export (the
 winners measured here: never a copy of a shipped record). Its tuning database (``--db``, default
 ``fill-FILE.sqlite`` here) keeps the studies, so a rerun after the budget ran out tunes only what is still
-missing. The last lines are the merge's counts.
+missing. With ``--stale`` the first step is ``kernelzoo tune --stale`` instead: the file's stale records (their
+kernel changed since) re-timed with their configs under the installed code, each replacing its stale record in
+place. The last lines are the merge's counts.
 """
 
 from __future__ import annotations
@@ -31,13 +34,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trials", default="1", help="trials per plugin and key: the default config first, "
                         "then the plugin's tuning seeds (default 1)")
     parser.add_argument("--budget-ms", default="200", help="measuring time per trial (default 200)")
+    parser.add_argument("--stale", action="store_true", help="re-time the file's stale records instead")
     parser.add_argument("--db", help="the tuning database (default: sqlite:///fill-FILE.sqlite here)")
     args = parser.parse_args(argv)
 
     from kernelzoo import cli
 
     db = args.db or f"sqlite:///fill-{args.file.stem}.sqlite"
-    tune = ["tune", "--missing", str(args.file), "--db", db, "--trials", args.trials, "--budget-ms", args.budget_ms]
+    what = ["--stale"] if args.stale else ["--missing", str(args.file)]
+    tune = ["tune", *what, "--db", db, "--trials", args.trials, "--budget-ms", args.budget_ms]
     for flag, values in (("--op", args.op), ("--plugin", args.plugin)):
         for value in values or ():
             tune += [flag, value]

@@ -275,3 +275,18 @@ def test_fill_shipped_tunes_the_gap_within_its_budget_and_merges_it(toys, tmp_pa
     assert script.main(common) == 0
     assert "lacks no (key, plugin) pair" in capsys.readouterr().err
     assert len(json.loads(path.read_text())["records"]) == 10
+
+
+def test_fill_shipped_stale_retimes_the_file_s_stale_records_in_place(toys, tmp_path, capsys):
+    script = load_file(ROOT / "scripts" / "fill_shipped.py")
+    path = tmp_path / "shipped" / "nvl.json"
+    old = replace(record("fast", 64, 1.0, 2, fp=replace(NVL, driver="570.0, CUDA 12.8")), source_hash="f" * 16,
+                  code_files={})
+    write_file(path, [old, record("mid", 64, 1.2, 4, fp=NVL)])
+    db = f"sqlite:///{tmp_path / 'fill.sqlite'}"
+    assert script.main([str(path), "--stale", "--op", OP, "--device", "cpu", "--budget-ms", "2", "--db", db]) == 0
+    assert "1 replaced, 0 added, 2 records, 0 with a changed source" in capsys.readouterr().out
+    fast, mid = json.loads(path.read_text())["records"]
+    assert (fast["plugin"], fast["config"], fast["origin"]) == ("fast", {"BLOCK": 2}, "tuned")
+    assert fast["source_hash"] == registry.impl(OP, "fast").source_hash, "current, where the stale one stood"
+    assert mid["time_ms"] == 1.2, "a current record is left as it is"
