@@ -241,8 +241,13 @@ def test_missing_tunes_only_the_pairs_the_file_lacks_and_a_rerun_none(toys, tmp_
             (64, "float32", ("mid", "slow")), (64, "float16", ("fast", "mid")),
             (1024, "float32", ("fast", "mid", "slow")), (1024, "float16", ("fast", "mid"))], \
             "slow runs no float16; the file holds fast at 64 in float32"
-        reports = missing.tune_missing(toys, pool, path, device="cpu", ops=[OP], options=options)
+        reports = missing.tune_missing(toys, pool, path, device="cpu", ops=[OP], options=options, warmers=2)
         checked = sorted((p, n, d, c["BLOCK"]) for (p, n, c, check), d in zip(pool.trials, pool.dtypes) if check)
+        timers = pool.pids()
+    logged = compiles(tmp_path)
+    assert sorted(k for k, _ in logged) == ["fast-float16-1", "fast-float32-1", "mid-float16-1", "mid-float32-1",
+                                            "slow-float32-1"], "each default config's kernel compiled once"
+    assert not {pid for _, pid in logged} & timers, "by the warm-up workers"
     wanted = [(p, n, d, 1) for n in (64, 1024) for d in ("float32", "float16") for p in ("fast", "mid", "slow")
               if (p, n, d) != ("fast", 64, "float32") and (p, d) != ("slow", "float16")]
     assert checked == sorted(wanted), "one trial per missing pair: the default config"

@@ -4,8 +4,9 @@ A shipped file covers each op's representative keys (``Op.shapes``, each variant
 picks) for every plugin that runs them. This finds the pairs the file holds no record of (stale records count
 as held: ``tune --stale`` re-times those) and that the database has no current winner of for this GPU (so a
 rerun resumes), and tunes them, key by key, the slow reference plugins (``LAST``) after every other plugin's
-pairs, until the budget is spent. ``kernelzoo db export`` and ``scripts/merge_records.py`` then add the winners
-to the file; ``scripts/fill_shipped.py`` runs the three.
+pairs, until the budget is spent; the configs the searches measure first are compiled beforehand, side by
+side. ``kernelzoo db export`` and ``scripts/merge_records.py`` then add the winners to the file;
+``scripts/fill_shipped.py`` runs the three.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -30,6 +32,7 @@ from kernelzoo.tuner.progress import Progress
 from kernelzoo.tuner.retime import NotesOnly
 from kernelzoo.tuner.search import TuneOptions
 from kernelzoo.tuner.tune import ShapeReport, device_fingerprint, plugins_for, tune_op
+from kernelzoo.tuner.warm import warm
 
 LAST = ("python",)  # the tensor-op reference plugins: rarely a winner, slow at large shapes, tuned last
 
@@ -91,11 +94,33 @@ def missing_tasks(store: Store, pool: WorkerPool, path: Path, device: str, fp: F
     return first + last
 
 
+def warm_tasks(tasks: Sequence[Task], device: str, trials: int) -> list[dict[str, Any]]:
+    """Warm-up requests (:mod:`kernelzoo.tuner.warm`) of the configs a search of ``trials`` measures first: the
+    plugin's default config, then its tuning seeds; none of the ``LAST`` plugins, which compile nothing."""
+    out = []
+    for task in tasks:
+        for plugin in task.plugins:
+            if plugin in LAST:
+                continue
+            impl = registry.impl(task.job.op, plugin)
+            configs: list[dict[str, Any]] = []
+            for config in (impl.default_config, *(impl.config(seed) for seed in impl.tuning_seeds)):
+                picked = {k: v for k, v in config.items() if k in impl.config_space}
+                if picked not in configs and impl.in_space(picked):
+                    configs.append(picked)
+            out += [{"op": task.job.op, "plugin": plugin, "device": device, "dtype": task.job.dtype,
+                     "shape": list(task.job.shape), "params": dict(task.job.params), "config": config}
+                    for config in configs[:max(1, trials)]]
+    return out
+
+
 def tune_missing(store: Store, pool: WorkerPool, path: Path, *, device: str, ops: Sequence[str] | None = None,
                  plugins: Sequence[str] | None = None, options: TuneOptions | None = None,
-                 progress: Progress | None = None, budget_s: float | None = None) -> list[ShapeReport]:
-    """Tune the pairs :func:`missing_tasks` finds, a key at a time; past ``budget_s`` seconds no further key is
-    started (a rerun tunes the rest: what this run stored is no longer missing)."""
+                 progress: Progress | None = None, budget_s: float | None = None,
+                 warmers: int | None = None) -> list[ShapeReport]:
+    """Tune the pairs :func:`missing_tasks` finds, a key at a time, after ``warmers`` workers have compiled the
+    configs the first ``trials`` of each measure (:func:`warm_tasks`); past ``budget_s`` seconds no further key
+    is started (a rerun tunes the rest: what this run stored is no longer missing)."""
     progress = progress or Progress(enabled=False)
     start = time.monotonic()
     fp = device_fingerprint(pool, device)
@@ -103,6 +128,9 @@ def tune_missing(store: Store, pool: WorkerPool, path: Path, *, device: str, ops
     pairs = sum(len(t.plugins) for t in tasks)
     progress.note(f"{path.name} lacks {pairs} (key, plugin) pair(s) on {fp.describe()}, in {len(tasks)} task(s)"
                   if tasks else f"kernelzoo: {path.name} lacks no (key, plugin) pair on {fp.describe()}")
+    options = options or TuneOptions()
+    if warm(warm_tasks(tasks, device, options.trials), options.timeout_s, warmers):
+        progress.note(f"compiled the configs to time side by side in {time.monotonic() - start:.0f} s")
     reports: list[ShapeReport] = []
     progress.plan(len(tasks), desc="filling", unit="keys")
     for n, task in enumerate(tasks):
