@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,7 @@ from kernelzoo.fingerprint import Fingerprint
 from kernelzoo.registry import parse_dtype, registry
 from kernelzoo.tuner.pool import WorkerLost, WorkerPool
 from kernelzoo.tuner.progress import Progress
-from kernelzoo.tuner.retime import NotesOnly
+from kernelzoo.tuner.retime import CLEAR, NotesOnly
 from kernelzoo.tuner.search import TuneOptions
 from kernelzoo.tuner.tune import ShapeReport, device_fingerprint, plugins_for, tune_op
 from kernelzoo.tuner.warm import warm
@@ -128,7 +128,8 @@ def tune_missing(store: Store, pool: WorkerPool, path: Path, *, device: str, ops
     pairs = sum(len(t.plugins) for t in tasks)
     progress.note(f"{path.name} lacks {pairs} (key, plugin) pair(s) on {fp.describe()}, in {len(tasks)} task(s)"
                   if tasks else f"kernelzoo: {path.name} lacks no (key, plugin) pair on {fp.describe()}")
-    options = options or TuneOptions()
+    # a key's leaders re-timed only when close, as in tune --verify: most keys here hold one trial per plugin
+    options = replace(options or TuneOptions(), clear=CLEAR)
     if warm(warm_tasks(tasks, device, options.trials), options.timeout_s, warmers):
         progress.note(f"compiled the configs to time side by side in {time.monotonic() - start:.0f} s")
     reports: list[ShapeReport] = []
