@@ -3,8 +3,13 @@
 ``--stale`` re-times, for each stale record of this device (its kernel's code changed since), the stale
 winner's config under the new code, and stores the result as the key's current winner: minutes after
 an edit rather than a full search, which a later ``tune`` continues from there (the measurements are
-in the key's study). ``--verify`` re-times the top configs of each provisional record (a sibling
-GPU's) on this GPU and stores the winner as this GPU's own, with origin ``verified``.
+in the key's study). ``--verify`` re-times the top configs of each provisional key (a sibling GPU's
+records) on this GPU and stores the winner as this GPU's own, with origin ``verified``.
+
+Both time few configs of many keys, so what a key costs beyond its timings is cut: the configs are
+compiled first by parallel workers (:mod:`kernelzoo.tuner.warm`), every key is timed in the same worker
+per plugin, each config is checked against the reference once, and a key's two leaders are re-timed
+only when they are close (:data:`CLEAR`).
 """
 
 from __future__ import annotations
