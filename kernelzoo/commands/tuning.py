@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from typing import Any
 
 from kernelzoo.commands._common import (
@@ -62,7 +63,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     fleet = p.add_argument_group("tuning as a job shared by several workers and hosts (docs/tuning.md)")
     fleet.add_argument("--devices", help="one worker per GPU: indices like 0,1 or 'all'")
     fleet.add_argument("--workers", type=int, help="this many worker processes on --device (the CPU's, say)")
-    fleet.add_argument("--budget", help="stop claiming work after this long (600, 90s, 10m, 1.5h); rerun to resume")
+    fleet.add_argument("--budget", help="stop claiming work (with --stale/--verify: starting keys) after this long "
+                       "(600, 90s, 10m, 1.5h); rerun to resume")
     fleet.add_argument("--floor-within", type=float, metavar="PCT", help="end a key once a verified trial is "
                        "within PCT %% of the roofline floor")
     fleet.add_argument("--job", help="the job's name (default: a hash of what is tuned, the same on every host)")
@@ -72,8 +74,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "claimed, left, ETA")
     p.add_argument("--stale", action="store_true", help="re-time the configs of stale records (their kernel's "
                    "code changed since tuning) under the installed code, first; with --pending, then those keys")
-    p.add_argument("--verify", action="store_true", help="re-time the top configs of each provisional record (one "
-                   "borrowed from a sibling GPU) here and store the winners as this GPU's own")
+    p.add_argument("--verify", action="store_true", help="re-time the top configs of each provisional key (its records "
+                   "borrowed from a sibling GPU: the plugins within 1.5x of its fastest) here and store the winners "
+                   "as this GPU's own")
+    p.add_argument("--missing", metavar="FILE", help="tune only the (key, plugin) pairs of the ops' representative "
+                   "keys that the winners FILE (a shipped file of this GPU) lacks; with --budget, key by key until "
+                   "it is spent")
     p.set_defaults(func=run_tune)
 
     s = sub.add_parser("show", help="list the stored winners")
@@ -105,8 +111,8 @@ def run_tune(args: argparse.Namespace) -> int:
         from kernelzoo.tuner.fleet import show_status
 
         return show_status(open_store(args.db), args.job, args.json)
-    if not args.op and not (args.pending or args.stale or args.verify):
-        raise ArgumentError("tune: pass --op OP (or --pending, --stale, --verify)")
+    if not args.op and not (args.pending or args.stale or args.verify or args.missing):
+        raise ArgumentError("tune: pass --op OP (or --pending, --stale, --verify, --missing FILE)")
     ops = check_ops(args.op)
     check_plugins(args.plugin, ops or None)
     device = check_device(args.device, "tune")
@@ -115,7 +121,7 @@ def run_tune(args: argparse.Namespace) -> int:
     store = open_store(args.db, check=True, write=True)
     shared = not store.url.startswith("sqlite")  # a server database (PostgreSQL): tuners on other hosts join
     fleet_options = args.devices or args.workers or args.budget or args.floor_within is not None
-    if (fleet_options or shared) and not (args.stale or args.verify):
+    if (fleet_options or shared) and not (args.stale or args.verify or args.missing):
         from kernelzoo.tuner import fleet
         from kernelzoo.tuner.jobs import parse_duration
 
@@ -126,23 +132,36 @@ def run_tune(args: argparse.Namespace) -> int:
     report = TuneReport()
     with WorkerPool(options.timeout_s) as pool:
         if args.stale or args.verify:
+            from kernelzoo.tuner.jobs import parse_duration
             from kernelzoo.tuner.retime import tune_stale, tune_verify
 
+            budget = parse_duration(args.budget) if args.budget else None
+            began = time.monotonic()
             for wanted, retime, what in ((args.stale, tune_stale, "stale records"),
                                          (args.verify, tune_verify, "provisional records")):
                 for op in (ops or [None]) if wanted else ():
                     found = retime(store, pool, device=device, op=op, plugins=args.plugin, options=options,
-                                   progress=progress)
+                                   progress=progress,
+                                   budget_s=None if budget is None else budget - (time.monotonic() - began))
                     if not found:
                         progress.note(f"kernelzoo: no {what}{f' of {op}' if op else ''} on {device}", file=sys.stderr)
                     report.keys += found
+        if args.missing:
+            from pathlib import Path
+
+            from kernelzoo.tuner.jobs import parse_duration
+            from kernelzoo.tuner.missing import tune_missing
+
+            report.keys += tune_missing(store, pool, Path(args.missing), device=device, ops=ops or None,
+                                        plugins=args.plugin, options=options, progress=progress,
+                                        budget_s=parse_duration(args.budget) if args.budget else None)
         jobs = []
         if args.pending:
             jobs = [job for op in ops or [None]
                     for job in plan_pending(store, pool, device, op, args.plugin, report.skipped)]
             if not jobs and not report.skipped:
                 progress.note(f"kernelzoo: no pending keys on {device}")
-        elif not (args.stale or args.verify):
+        elif not (args.stale or args.verify or args.missing):
             for op in ops:
                 spec = registry.op(op)
                 shapes = [spec.parse_shape(s) for s in args.shape] if args.shape else None

@@ -123,15 +123,20 @@ def provisional_keys(store: Store, here: Fingerprint, op: str | None = None) -> 
     """Every provisional record for ``here`` (of ``op``): what ``tune --verify`` re-times."""
     from kernelzoo.db.records import winners
 
-    rows = winners(store, op=op) + shipped_records(op)
-    own = [w for w in rows if w.device.hash == here.hash]
+    stored, files = winners(store, op=op), shipped_records(op)
+    # as dispatch reads them: this GPU's rows, and the shipped records of its hardware (whatever driver and
+    # compiler versions measured them) are its own; the rest may lend
+    own = [w for w in stored if w.device.hash == here.hash] + \
+        [w for w in files if w.device.hardware_hash == here.hardware_hash]
+    others = [w for w in stored if w.device.hash != here.hash] + \
+        [w for w in files if w.device.hardware_hash != here.hardware_hash]
     groups: dict[tuple, list[Winner]] = {}
-    for w in rows:
+    for w in others:
         groups.setdefault((w.op, w.dtype, w.flags), []).append(w)
     out = []
     for (o, dtype, flags), group in sorted(groups.items()):
         mine = [w for w in own if (w.op, w.dtype, w.flags) == (o, dtype, flags)]
-        out += borrow(here, mine, [w for w in group if w.device.hash != here.hash])
+        out += borrow(here, mine, group)
     return out
 
 

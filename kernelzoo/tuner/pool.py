@@ -72,25 +72,44 @@ class Worker:
 
     def request(self, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
         """Send ``msg`` and wait up to ``timeout`` seconds for the reply; WorkerLost if none comes."""
+        self.send(msg)
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.kill()
+                raise WorkerLost(Outcome.TIMEOUT, f"no answer within {timeout:g} s; the worker was killed")
+            reply = self.read(left)
+            if reply is not None:
+                return reply
+
+    def send(self, msg: dict[str, Any]) -> None:
+        """Send ``msg`` without waiting for the reply (:meth:`read` takes it); WorkerLost if the worker is gone."""
         try:
             assert self.proc.stdin is not None, "started with a pipe"
             self.proc.stdin.write((json.dumps(msg) + "\n").encode())
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError):
             raise self._lost() from None
-        deadline = time.monotonic() + timeout
-        while b"\n" not in self._buffer:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                self.kill()
-                raise WorkerLost(Outcome.TIMEOUT, f"no answer within {timeout:g} s; the worker was killed")
-            ready, _, _ = select.select([self.proc.stdout], [], [], left)
+
+    @property
+    def stdout(self) -> Any:
+        """The pipe replies come on, for ``select`` over several workers."""
+        return self.proc.stdout
+
+    def read(self, timeout: float = 0.0) -> dict[str, Any] | None:
+        """The next reply if it is complete within ``timeout`` seconds (reading what has arrived), else None;
+        WorkerLost if the worker died."""
+        if b"\n" not in self._buffer:
+            ready, _, _ = select.select([self.proc.stdout], [], [], max(timeout, 0.0))
             if ready:
                 assert self.proc.stdout is not None, "started with a pipe"
                 chunk = os.read(self.proc.stdout.fileno(), 1 << 16)
                 if not chunk:
                     raise self._lost()
                 self._buffer += chunk
+        if b"\n" not in self._buffer:
+            return None
         line, _, self._buffer = self._buffer.partition(b"\n")
         return json.loads(line)
 

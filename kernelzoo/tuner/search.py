@@ -44,6 +44,8 @@ class TuneOptions:
     warmup: int = 3
     seed: int = 0  # TPE's seed, and the base of the inputs' seeds
     calibrate: bool = True  # measure the ceilings of a device the built-in table lacks (once, ~1 s)
+    # re-time a key's two leaders only when the second is within this fraction of the first (0: always)
+    clear: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -9,11 +9,14 @@ start, so a kernel's ``printf`` cannot corrupt the protocol. Requests (``cmd``):
 - ``describe`` {op, plugin, device, dtype, shape, params}: whether the plugin can run that
   call, and the key parts: ``available, reason, supports, source_hash, bucket, flags, flops,
   bytes, shape_text, config_space``.
-- ``trial`` {... as describe, config, seed, warmup, budget_ms}: fresh inputs from ``seed``, run,
-  compare with the reference at the op's tolerance, then time; ``{times_ms, load, busy}`` (the
+- ``trial`` {... as describe, config, seed, warmup, budget_ms, check}: fresh inputs from ``seed``, run,
+  compare with the reference at the op's tolerance (unless ``check`` is false: a re-time of a config
+  that passed it), then time; ``{times_ms, load, busy}`` (the
   machine's load over the timed runs, and why it makes the times unusable, or null) or
   ``{ok: false, kind, message, fatal}``. ``fatal`` means the device is unusable (a sticky CUDA
   error): the worker exits after replying and the parent starts a fresh one.
+- ``warm`` {... as describe, config}: run the config once on inputs of the call, untimed and unchecked, so
+  that its kernel is compiled (into the backends' caches on disk, which the other workers read).
 - ``calibrate`` {device}: measured copy bandwidth and float32 (and on GPUs fp16/bf16) matmul rates.
 - ``exit``.
 """
@@ -112,7 +115,7 @@ def trial(msg: dict[str, Any]) -> dict[str, Any]:
         for name, value in saved.items():
             copy_input_(call.inputs[name], value)
 
-    wrong = _check(op, impl, call, config)
+    wrong = _check(op, impl, call, config) if msg.get("check", True) else None
     if wrong is not None:
         return _failed(Outcome.WRONG_RESULT, wrong)
     # GPU time with the host's enqueue kept out, as kernelzoo bench measures: a config is chosen for what it
@@ -122,6 +125,19 @@ def trial(msg: dict[str, Any]) -> dict[str, Any]:
     load = timing.load
     return {"ok": True, "times_ms": list(timing.times_ms), "load": dataclasses.asdict(load) if load else None,
             "busy": load.busy(call.device.type) if load else None}
+
+
+def warm(msg: dict[str, Any]) -> dict[str, Any]:
+    op = registry.op(msg["op"])
+    impl = registry.impl(op.name, msg["plugin"])
+    call = _make_call(msg, op, seed=0)
+    config = impl.config(msg.get("config") or {})
+    why = impl.supports(call)
+    if why is not None:
+        return _failed(Outcome.UNSUPPORTED, why)
+    impl.run(call, config)
+    _sync(call.device)
+    return {"ok": True}
 
 
 def hello(msg: dict[str, Any]) -> dict[str, Any]:
@@ -165,6 +181,7 @@ HANDLERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "hello": hello,
     "describe": describe,
     "trial": trial,
+    "warm": warm,
     "calibrate": calibrate,
 }
 
