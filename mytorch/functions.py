@@ -4,7 +4,6 @@ the tuning for the call's device, dtype and shape runs. torch appears only as me
 
 from __future__ import annotations
 
-import functools
 import inspect
 from collections.abc import Sequence
 from typing import Any
@@ -21,14 +20,21 @@ run_op = dispatch.run_op  # all of an op's outputs (extras for the backward incl
 
 # --- helpers: scalars, fills, broadcasting --------------------------------------------------------
 
-@functools.lru_cache(maxsize=256)
-def _scalar_cached(value: float, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    return torch.tensor(value, dtype=dtype, device=device)
+# the scalars handed out, by (value, dtype, device); a captured CUDA graph keeps those it may read (see
+# mytorch.cuda), so that starting the table over never frees one under a graph
+scalars: dict[tuple[float, torch.dtype, torch.device], torch.Tensor] = {}
+SCALARS_LIMIT = 256
 
 
 def scalar(value: float, like: torch.Tensor) -> torch.Tensor:
     """A 0-d tensor of ``value`` in ``like``'s dtype and device (shared: never written to)."""
-    return _scalar_cached(float(value), like.dtype, like.device)
+    key = (float(value), like.dtype, like.device)
+    found = scalars.get(key)
+    if found is None:
+        if len(scalars) >= SCALARS_LIMIT:
+            scalars.clear()
+        found = scalars[key] = torch.tensor(key[0], dtype=like.dtype, device=like.device)
+    return found
 
 
 def full(shape: Sequence[int], value: float, like: torch.Tensor) -> torch.Tensor:
