@@ -332,9 +332,8 @@ def declared(op: str, arguments: Sequence[str], doc: str = "") -> type[Function]
         saved = ctx.kept_values
         if ctx.kept_names:
             saved = {**saved, **dict(zip(ctx.kept_names, ctx.saved_tensors))}
-        plugin = ctx.plugin
-        if plugin and plugin != dispatch.forced_plugin():  # forced for the forward, not (or not so) here
-            with dispatch.use(plugin):
+        if ctx.plugin:
+            with dispatch.use(ctx.plugin):
                 found = ctx.derivative.backward(saved, grad)
         else:
             found = ctx.derivative.backward(saved, grad)
