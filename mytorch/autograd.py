@@ -13,12 +13,11 @@ from __future__ import annotations
 import contextlib
 import contextvars
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
-if TYPE_CHECKING:
-    from mytorch.tensor import Tensor
+from kernelzoo import ops
 
 _grad_enabled: contextvars.ContextVar[bool] = contextvars.ContextVar("mytorch_grad_enabled", default=True)
 
@@ -44,10 +43,11 @@ def no_grad() -> contextlib.AbstractContextManager[None]:
 class Context:
     """What a Function's forward leaves for its backward."""
 
+    non_differentiable: frozenset[int] | set[int] = frozenset()  # a set of its own once an output is marked
+
     def __init__(self, needs_input_grad: tuple[bool, ...]) -> None:
         self.needs_input_grad = needs_input_grad
         self._saved: tuple[torch.Tensor | None, ...] | None = ()
-        self.non_differentiable: set[int] = set()
 
     def save_for_backward(self, *tensors: torch.Tensor | None) -> None:
         self._saved = tensors
@@ -62,7 +62,8 @@ class Context:
 
     def mark_non_differentiable(self, *output_indices: int) -> None:
         """Outputs (by position) that get no gradient, e.g. argmax indices."""
-        self.non_differentiable.update(output_indices)
+        if output_indices:
+            self.non_differentiable = {*self.non_differentiable, *output_indices}
 
     def free(self) -> None:
         self._saved = None
@@ -102,121 +103,123 @@ class Function:
     @classmethod
     def apply(cls, *args: Any, **kwargs: Any) -> Any:
         # every op of a model passes through here: the common cases take few Python steps
-        tensor_type = _tensor_type()
-        raw, needs, where = [], [], None
+        raw, needs, where, record = [], [], None, False
         for a in args:
-            if isinstance(a, tensor_type):
+            if isinstance(a, Tensor):
                 data = a.data
                 raw.append(data)
                 needs.append(a.requires_grad)
-                device = data.get_device() if data.is_cuda else data.device  # an int: no torch.device made
+                record |= a.requires_grad
+                device = data.get_device() if data.is_cuda else data.device  # an int on the GPU: no torch.device
                 if where is None:
                     where = device
                 elif device != where:
-                    devices = ", ".join(str(t.device) for t in args if isinstance(t, tensor_type))
+                    devices = ", ".join(str(t.device) for t in args if isinstance(t, Tensor))
                     raise RuntimeError(f"mytorch: {cls.__name__}: tensors on different devices ({devices}); "
                                        f"move them to one device with .to()")
             else:
                 raw.append(a)
                 needs.append(False)
-        needs = tuple(needs)
-        record = _grad_enabled.get() and any(needs)
-        ctx = Context(needs)
+        record = record and _grad_enabled.get()
+        ctx = Context(tuple(needs))
         token = _grad_enabled.set(False)
         try:
             out = cls.forward(ctx, *raw, **kwargs)
         finally:
             _grad_enabled.reset(token)
-        node = None
-        if record:
-            inputs = [_edge(a) if need else None for a, need in zip(args, needs)]
-            node = Node(cls, ctx, inputs, 1 if not isinstance(out, tuple) else len(out))
+        if not record:
+            if isinstance(out, tuple):
+                return tuple(_wrap(o, False, None) for o in out)
+            return _wrap(out, False, None)
+        inputs = [(a._node or a) if need else None for a, need in zip(args, needs)]
+        skip = ctx.non_differentiable
         if not isinstance(out, tuple):
-            if node is None or 0 in ctx.non_differentiable:
-                return tensor_type(out)
-            return tensor_type(out, requires_grad=out.is_floating_point(), _node=(node, 0))
-        return tuple(
-            tensor_type(o, requires_grad=node is not None and i not in ctx.non_differentiable and o.is_floating_point(),
-                        _node=(node, i) if node is not None and i not in ctx.non_differentiable else None)
-            for i, o in enumerate(out))
+            node = Node(cls, ctx, inputs, 1)
+            if skip:
+                return _wrap(out, False, None)
+            return _wrap(out, out.is_floating_point(), (node, 0))
+        node = Node(cls, ctx, inputs, len(out))
+        return tuple(_wrap(o, False, None) if i in skip else _wrap(o, o.is_floating_point(), (node, i))
+                     for i, o in enumerate(out))
 
 
-_tensor_class: list[type] = []
+def _wrap(data: torch.Tensor, requires_grad: bool, node: tuple[Node, int] | None) -> Tensor:
+    """A Tensor on ``data``, made without Tensor()'s argument checks: ``requires_grad`` is only ever set here
+    for a floating-point output."""
+    if not isinstance(data, torch.Tensor):
+        raise TypeError(f"mytorch.Tensor wraps a torch.Tensor, got {type(data).__name__}")
+    t = _new(Tensor)
+    t.data = data.detach() if data.requires_grad else data
+    t.requires_grad, t.grad, t._node = requires_grad, None, node
+    return t
 
 
-def _tensor_type() -> type[Tensor]:
-    """mytorch.Tensor (imported on first use: tensor.py imports this module)."""
-    if not _tensor_class:
-        from mytorch.tensor import Tensor
-
-        _tensor_class.append(Tensor)
-    return _tensor_class[0]
-
-
-def _edge(t: Tensor) -> Any:
-    return t._node if t._node is not None else t
-
-
-def _accumulate(old: torch.Tensor | None, new: torch.Tensor) -> torch.Tensor:
-    from kernelzoo import ops
-
-    return new if old is None else ops.add(old, new)
+_new = object.__new__
+# mytorch.Tensor, set by mytorch.tensor once the class exists (that module imports this one)
+Tensor: Any = None
 
 
 def backward(root: Tensor, grad: torch.Tensor, retain_graph: bool = False) -> None:
     """Propagate ``grad`` (d something / d root) to every leaf of root's graph that requires grad.
 
     Nodes are visited in reverse topological order, found by an explicit stack (graphs of any
-    depth, no recursion); each node's output gradients are summed before its backward runs.
+    depth, no recursion); each node's output gradients are summed before its backward runs. torch's
+    gradient mode is off too: the backward's kernelzoo ops then skip asking whether torch autograd must
+    record them.
     """
     if root._node is None:
         _deposit(root, grad)
         return
-    order = _topological(root._node[0])
-    pending: dict[int, list[torch.Tensor | None]] = {id(root._node[0]): [None] * root._node[0].outputs}
-    pending[id(root._node[0])][root._node[1]] = grad
-    with no_grad():
+    start, index = root._node
+    order = _topological(start)
+    pending: dict[Node, list[torch.Tensor | None]] = {start: [None] * start.outputs}
+    pending[start][index] = grad
+    add = ops.add
+    with no_grad(), torch.no_grad():
         for node in reversed(order):
-            grads = pending.pop(id(node), None)
+            grads = pending.pop(node, None)
             if grads is None:  # nothing flowed into this node (its outputs' gradients were None)
                 continue
             results = node.function.backward(node.ctx, *grads)
-            results = results if isinstance(results, tuple) else (results,)
-            if len(results) < len(node.inputs):
+            if not isinstance(results, tuple):
+                results = (results,)
+            inputs = node.inputs
+            if len(results) < len(inputs):
                 raise RuntimeError(f"mytorch: {node.name}.backward returned {len(results)} gradients for "
-                                   f"{len(node.inputs)} inputs")
+                                   f"{len(inputs)} inputs")
             if not retain_graph:
-                node.ctx.free()
-            for edge, g in zip(node.inputs, results):
+                node.ctx._saved = None
+            for edge, g in zip(inputs, results):
                 if edge is None or g is None:
                     continue
-                if isinstance(edge, tuple):
-                    parent, index = edge
-                    slots = pending.setdefault(id(parent), [None] * parent.outputs)
-                    slots[index] = _accumulate(slots[index], g)
+                if type(edge) is tuple:
+                    parent, i = edge
+                    slots = pending.get(parent)
+                    if slots is None:
+                        slots = pending[parent] = [None] * parent.outputs
+                    old = slots[i]
+                    slots[i] = g if old is None else add(old, g)
                 else:
                     _deposit(edge, g)
 
 
 def _deposit(leaf: Tensor, grad: torch.Tensor) -> None:
-    from mytorch.tensor import Tensor
-
-    if tuple(grad.shape) != tuple(leaf.shape):
+    if grad.shape != leaf.data.shape:
         raise RuntimeError(f"mytorch: gradient of shape {tuple(grad.shape)} for a tensor of shape "
                            f"{tuple(leaf.shape)}")
-    leaf.grad = Tensor(grad) if leaf.grad is None else Tensor(_accumulate(leaf.grad.data, grad))
+    leaf.grad = _wrap(grad if leaf.grad is None else ops.add(leaf.grad.data, grad), False, None)
 
 
 def _topological(start: Node) -> list[Node]:
     """Nodes reachable from ``start`` in post-order: each after the nodes that made its inputs."""
     order: list[Node] = []
-    seen = {id(start)}
+    seen = {start}
     stack: list[tuple[Node, Iterator[Any]]] = [(start, iter(start.inputs))]
     while stack:
         node, edges = stack[-1]
         for edge in edges:
-            if isinstance(edge, tuple) and id(edge[0]) not in seen:
-                seen.add(id(edge[0]))
+            if type(edge) is tuple and edge[0] not in seen:
+                seen.add(edge[0])
                 stack.append((edge[0], iter(edge[0].inputs)))
                 break
         else:

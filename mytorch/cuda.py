@@ -15,6 +15,11 @@ What a graph needs of the step, which these functions set up or check:
   fill dispatch's caches, so that capture meets no compile, database read or host synchronisation. Those steps
   change the parameters and the optimizer's state; both are put back as they were before the warm-up once the
   graph is captured, so the first replay is the first step.
+* Everything the captured kernels touch kept alive as long as the graph: the returned step holds the step
+  function (and with it the model, whose buffers no gradient reaches, such as position indices) and the
+  optimizers (whose state each replay updates). Were they freed, each replay would read and write memory that
+  the allocator had given to other tensors: an index buffer overwritten so sends an embedding kernel out of
+  bounds.
 * Nothing that changes from step to step on the host: an optimizer whose update takes the step count as a host
   number would replay its first step forever. Adam and AdamW need ``capturable=True`` (the count lives on the
   device); SGD has no step count. A learning rate, dropout masks drawn on the host, and value checks (the
@@ -29,6 +34,7 @@ from typing import Any
 
 import torch
 
+from mytorch import functions
 from mytorch.nn.module import Module
 from mytorch.optim import Adam, Optimizer
 from mytorch.tensor import Tensor
@@ -76,10 +82,17 @@ def _check_capturable(optimizers: Sequence[Optimizer]) -> None:
 
 
 class GraphedStep:
-    """A captured step: calling it copies the inputs into the graph's and replays it; returns its outputs."""
+    """A captured step: calling it copies the inputs into the graph's and replays it; returns its outputs.
 
-    def __init__(self, graph: torch.cuda.CUDAGraph, inputs: list[Any], outputs: Any) -> None:
+    It holds on to what the captured kernels read and write besides its inputs and outputs: the step function
+    (whose closure holds the model, with buffers such as position indices that no gradient reaches), the
+    optimizers (whose state the update writes) and mytorch's shared scalar tensors. A replay after those were
+    freed would read and write memory that the allocator has handed to other tensors."""
+
+    def __init__(self, graph: torch.cuda.CUDAGraph, inputs: list[Any], outputs: Any,
+                 keep: Sequence[Any] = ()) -> None:
         self.graph, self.inputs, self.outputs = graph, inputs, outputs
+        self.keep = tuple(keep)
 
     def __call__(self, *inputs: Any) -> Any:
         if len(inputs) != len(self.inputs):
@@ -133,7 +146,7 @@ def graphed_step(step_fn: Callable[..., Any], *sample_inputs: Any, optimizers: S
         outputs = step_fn(*statics)
     _restore(optimizers, snapshot)
     torch.cuda.synchronize()
-    return GraphedStep(graph, static_data, outputs)
+    return GraphedStep(graph, static_data, outputs, keep=(step_fn, *optimizers, *functions.scalars.values()))
 
 
 def make_graphed_step(model: Module, optimizer: Optimizer, loss_fn: Callable[[Tensor, Tensor], Tensor],

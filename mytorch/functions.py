@@ -4,7 +4,7 @@ the tuning for the call's device, dtype and shape runs. torch appears only as me
 
 from __future__ import annotations
 
-import functools
+import inspect
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,14 +20,21 @@ run_op = dispatch.run_op  # all of an op's outputs (extras for the backward incl
 
 # --- helpers: scalars, fills, broadcasting --------------------------------------------------------
 
-@functools.lru_cache(maxsize=256)
-def _scalar_cached(value: float, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    return torch.tensor(value, dtype=dtype, device=device)
+# the scalars handed out, by (value, dtype, device); a captured CUDA graph keeps those it may read (see
+# mytorch.cuda), so that starting the table over never frees one under a graph
+scalars: dict[tuple[float, torch.dtype, torch.device], torch.Tensor] = {}
+SCALARS_LIMIT = 256
 
 
 def scalar(value: float, like: torch.Tensor) -> torch.Tensor:
     """A 0-d tensor of ``value`` in ``like``'s dtype and device (shared: never written to)."""
-    return _scalar_cached(float(value), like.dtype, like.device)
+    key = (float(value), like.dtype, like.device)
+    found = scalars.get(key)
+    if found is None:
+        if len(scalars) >= SCALARS_LIMIT:
+            scalars.clear()
+        found = scalars[key] = torch.tensor(key[0], dtype=like.dtype, device=like.device)
+    return found
 
 
 def full(shape: Sequence[int], value: float, like: torch.Tensor) -> torch.Tensor:
@@ -207,6 +214,48 @@ class Unbind(Function):
         return _stacked(grads, ctx.shape, ctx.dim), None
 
 
+class SplitHeads(Function):
+    """A packed in-projection ``qkv`` (B, L, 3·H·D) as q, k and v of shape (B, H, L, D): views of its
+    (B, L, 3, H, D) layout, in one Function (the view, unbind, reshape and transpose it stands for would
+    each be a node of the graph). The backward hands back the buffer the three gradients are slices of
+    when attention_backward wrote them in this layout, as :class:`Unbind` does, else a new one."""
+
+    @staticmethod
+    def forward(ctx: Context, qkv: torch.Tensor, heads: int) -> tuple[torch.Tensor, ...]:
+        batch, length, width = qkv.shape
+        if width % (3 * heads):
+            raise ValueError(f"mytorch: SplitHeads: the last dim ({width}) must be a multiple of 3 x heads "
+                             f"({3 * heads})")
+        ctx.shape = qkv.shape
+        parts = reshape(qkv, (batch, length, 3, heads, width // (3 * heads)))
+        return parts.permute(2, 0, 3, 1, 4).unbind(0)
+
+    @staticmethod
+    def backward(ctx: Context, *grads: torch.Tensor | None) -> tuple:
+        batch, length = ctx.shape[:2]
+        if all(g is None for g in grads):
+            return None, None
+        rows = [None if g is None else g.transpose(1, 2) for g in grads]  # (B, L, H, D) each
+        heads, head_dim = next(g for g in rows if g is not None).shape[2:]
+        stacked = _stacked(rows, (batch, length, 3, heads, head_dim), 2)
+        return reshape(stacked, ctx.shape), None
+
+
+class MergeHeads(Function):
+    """Attention's output (B, H, L, D) as (B, L, H·D): its heads side by side again, in one Function (a view
+    where the layout allows, as the attention op's output for a packed projection does, else a copy)."""
+
+    @staticmethod
+    def forward(ctx: Context, x: torch.Tensor) -> torch.Tensor:
+        batch, heads, length, head_dim = x.shape
+        ctx.shape = (batch, length, heads, head_dim)
+        return reshape(x.transpose(1, 2), (batch, length, heads * head_dim))
+
+    @staticmethod
+    def backward(ctx: Context, grad: torch.Tensor) -> torch.Tensor:
+        return reshape(grad, ctx.shape).transpose(1, 2)
+
+
 def _stacked(grads: Sequence[torch.Tensor | None], shape: Sequence[int], dim: int) -> torch.Tensor:
     """torch.stack(grads, dim) (None as zeros): a view when the grads already are its slices."""
     first = grads[0]
@@ -245,26 +294,54 @@ def _no_overlap(t: torch.Tensor) -> bool:
 
 def declared(op: str, arguments: Sequence[str], doc: str = "") -> type[Function]:
     """The mytorch Function of ``op`` from the derivative its spec declares (the one torch autograd's
-    registration reads too). ``arguments``: the op's check() parameters that ``apply`` takes, in order."""
+    registration reads too). ``arguments``: the op's check() parameters that ``apply`` takes, in order.
+
+    What :func:`kernelzoo.autograd.keep` and :func:`~kernelzoo.autograd.kept` do is written out here: every
+    op of a model's forward and backward runs through these two functions."""
     arguments = tuple(arguments)
+    positional: dict[Any, bool] = {}  # per op spec: whether check() takes ``arguments`` as its first positionals
 
     def forward(ctx: Context, *values: Any) -> Any:
         spec = registry.op(op)
+        by_position = positional.get(spec)
+        if by_position is None:
+            by_position = positional[spec] = _leading(spec.check, arguments)
+        call = spec.check(*values) if by_position else spec.check(**dict(zip(arguments, values)))
+        outputs = dispatch.run_call(spec, call)
+        if not isinstance(outputs, tuple):
+            outputs = tuple(outputs) if isinstance(outputs, list) else (outputs,)
         derivative = spec.derivative
-        call = spec.check(**dict(zip(arguments, values)))
-        outputs = kz_autograd.as_tuple(dispatch.run_call(spec, call))
-        kz_autograd.keep(ctx, derivative.save(call, outputs))
-        ctx.derivative, ctx.plugin = derivative, dispatch.forced_plugin()
-        ctx.mark_non_differentiable(*range(1, derivative.returns))
-        return outputs[0] if derivative.returns == 1 else outputs[:derivative.returns]
+        saved = derivative.save(call, outputs)
+        names, tensors = [], []
+        for name, value in saved.items():
+            if isinstance(value, torch.Tensor):
+                names.append(name)
+                tensors.append(value)
+        if names:
+            for name in names:
+                del saved[name]
+            ctx.save_for_backward(*tensors)
+        ctx.kept_names, ctx.kept_values, ctx.derivative, ctx.plugin = names, saved, derivative, dispatch.forced_plugin()
+        returns = derivative.returns
+        if returns == 1:
+            return outputs[0]
+        ctx.mark_non_differentiable(*range(1, returns))
+        return outputs[:returns]
 
     def backward(ctx: Context, grad: torch.Tensor, *_: Any) -> tuple:
-        with kz_autograd.forced(ctx.plugin):
-            found = ctx.derivative.backward(kz_autograd.kept(ctx), grad)
+        saved = ctx.kept_values
+        if ctx.kept_names:
+            saved = {**saved, **dict(zip(ctx.kept_names, ctx.saved_tensors))}
+        if ctx.plugin:
+            with dispatch.use(ctx.plugin):
+                found = ctx.derivative.backward(saved, grad)
+        else:
+            found = ctx.derivative.backward(saved, grad)
         grads = []
         for name, need in zip(arguments, ctx.needs_input_grad):
             g = found.get(name) if need else None
-            if g is not None and not _no_overlap(g):  # an expanded view (sum's): optimizers write leaf grads
+            # an expanded view (sum's) becomes a tensor of its own: optimizers write leaf grads in place
+            if g is not None and not g.is_contiguous() and not _no_overlap(g):
                 g = materialize(g, g.shape)
             grads.append(g)
         return tuple(grads)
@@ -273,6 +350,13 @@ def declared(op: str, arguments: Sequence[str], doc: str = "") -> type[Function]
     return type(name, (Function,), {"forward": staticmethod(forward), "backward": staticmethod(backward),
                                     "__doc__": doc or f"The op {op}, differentiated as its spec declares.",
                                     "__module__": __name__})
+
+
+def _leading(check: Any, arguments: tuple[str, ...]) -> bool:
+    """Whether ``check``'s first parameters are ``arguments``, in order, each one positional."""
+    parameters = list(inspect.signature(check).parameters.values())[:len(arguments)]
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return [p.name for p in parameters] == list(arguments) and all(p.kind in kinds for p in parameters)
 
 
 Add = declared("add", ("a", "b", "alpha"), "a + alpha·b (alpha = -1 is subtraction).")

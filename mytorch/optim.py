@@ -88,12 +88,11 @@ class Adam(Optimizer):
         self.foreach, self.capturable = foreach, capturable
 
     def _state(self, p: Parameter) -> dict[str, Any]:
-        """p's state, created at its first step, with the step counted."""
+        """p's state, created with the step count at 0 before its first step."""
         state = self.state.setdefault(id(p), {})
         if not state:
             state.update(step=0, exp_avg=torch.zeros_like(p.data), exp_avg_sq=torch.zeros_like(p.data),
                          max_exp_avg_sq=torch.zeros_like(p.data) if self.defaults["amsgrad"] else None)
-        state["step"] += 1
         return state
 
     def step(self) -> None:
@@ -105,29 +104,41 @@ class Adam(Optimizer):
         if not self.foreach:
             super().step()
             return
-        groups: dict[tuple, list[tuple[Parameter, dict[str, Any]]]] = {}
+        # one pass: each parameter's tensors go straight into the lists of its (device, dtype, step) group
+        groups: dict[tuple, tuple[list[torch.Tensor], ...]] = {}
+        state_of, amsgrad = self.state, self.defaults["amsgrad"]
         for p in self.params:
-            if p.grad is not None:
-                state = self._state(p)
-                groups.setdefault((p.data.device, p.data.dtype, state["step"]), []).append((p, state))
+            grad = p.grad
+            if grad is None:
+                continue
+            state = state_of.get(id(p)) or self._state(p)
+            step = state["step"] = state["step"] + 1
+            data = p.data
+            key = (data.device, data.dtype, step)
+            lists = groups.get(key)
+            if lists is None:
+                lists = groups[key] = ([], [], [], [], [])
+            lists[0].append(data)
+            lists[1].append(grad.data)
+            lists[2].append(state["exp_avg"])
+            lists[3].append(state["exp_avg_sq"])
+            if amsgrad:
+                lists[4].append(state["max_exp_avg_sq"])
         d = self.defaults
         beta1, beta2 = d["betas"]
-        for (_, _, step), members in groups.items():
-            states = [state for _, state in members]
-            ops.adam_update_foreach_(
-                [p.data for p, _ in members], [p.grad.data for p, _ in members], [s["exp_avg"] for s in states],
-                [s["exp_avg_sq"] for s in states], step, d["lr"], beta1, beta2, d["eps"], d["weight_decay"],
-                amsgrad=d["amsgrad"], decoupled=self.decoupled,
-                max_exp_avg_sqs=[s["max_exp_avg_sq"] for s in states] if d["amsgrad"] else None)
+        for (_, _, step), (params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs) in groups.items():
+            ops.adam_update_foreach_(params, grads, exp_avgs, exp_avg_sqs, step, d["lr"], beta1, beta2, d["eps"],
+                                     d["weight_decay"], amsgrad=amsgrad, decoupled=self.decoupled,
+                                     max_exp_avg_sqs=max_exp_avg_sqs if amsgrad else None)
 
     def _update(self, p: Parameter, state: dict[str, Any]) -> None:
         d = self.defaults
         state = self._state(p)
+        state["step"] += 1
         beta1, beta2 = d["betas"]
         ops.adam_update_(p.data, p.grad.data, state["exp_avg"], state["exp_avg_sq"], state["step"], d["lr"], beta1,
                          beta2, d["eps"], d["weight_decay"], amsgrad=d["amsgrad"], decoupled=self.decoupled,
                          max_exp_avg_sq=state["max_exp_avg_sq"])
-
 
     def _capturable_update(self, p: Parameter) -> None:
         """One step of ``p`` whose every number stays on its device: no host value changes from step to step."""

@@ -350,4 +350,5 @@ def _dims(dim: int | Sequence[int] | None) -> tuple[int, ...] | None:
     return (dim,) if isinstance(dim, int) else tuple(dim)
 
 
+autograd.Tensor = Tensor
 from mytorch import functions as F  # noqa: E402  (functions use Tensor)

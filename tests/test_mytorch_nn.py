@@ -108,6 +108,39 @@ def test_multihead_attention_loads_torchs_weights_and_matches(batch_first: bool,
         torch.testing.assert_close(p.grad.data, q.grad, rtol=1e-4, atol=1e-5, msg=lambda m, n=name: f"{n}: {m}")
 
 
+@pytest.mark.parametrize("kdim", [None, 12])
+def test_multihead_attention_with_other_keys_and_values_matches_torch(kdim: int | None) -> None:
+    """Cross-attention: separate projections of the query and of the keys and values (slices of the packed
+    weight, or weights of their own for another key size), each head's views made one by one."""
+    torch.manual_seed(3)
+    ref = torch.nn.MultiheadAttention(16, 4, batch_first=True, kdim=kdim, vdim=kdim)
+    mine = nn.MultiheadAttention(16, 4, batch_first=True, kdim=kdim, vdim=kdim)
+    _from(mine, ref)
+    q, kv = torch.randn(2, 5, 16), torch.randn(2, 7, kdim or 16)
+    qm, kvm = mytorch.from_torch(q, requires_grad=True), mytorch.from_torch(kv, requires_grad=True)
+    qr, kvr = q.clone().requires_grad_(), kv.clone().requires_grad_()
+    out = mine(qm, kvm, kvm, need_weights=False)[0]
+    ref_out = ref(qr, kvr, kvr, need_weights=False)[0]
+    torch.testing.assert_close(out.data, ref_out.detach(), rtol=1e-4, atol=1e-5)
+    grad = torch.randn(out.shape)
+    out.backward(mytorch.from_torch(grad))
+    ref_out.backward(grad)
+    torch.testing.assert_close(qm.grad.data, qr.grad, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(kvm.grad.data, kvr.grad, rtol=1e-4, atol=1e-5)
+    for (name, p), r in zip(mine.named_parameters(), ref.parameters(), strict=True):
+        torch.testing.assert_close(p.grad.data, r.grad, rtol=1e-4, atol=1e-5, msg=lambda m, n=name: f"{n}: {m}")
+
+
+def test_self_attention_records_one_node_per_op_not_per_view() -> None:
+    """The host cost of a step grows with its graph's nodes: self-attention records the in-projection, one
+    node that splits it into q, k and v, the attention op, one that merges the heads, the out-projection."""
+    attention = nn.MultiheadAttention(16, 4, batch_first=True)
+    x = mytorch.randn(2, 5, 16, requires_grad=True)
+    out = attention(x, x, x, need_weights=False)[0]
+    names = [node.name for node in mytorch.autograd.graph_nodes(out)]
+    assert names == ["Linear", "SplitHeads", "Attention", "MergeHeads", "Linear"]
+
+
 @pytest.mark.parametrize(("make_mine", "make_ref"), [
     (lambda p: mytorch.optim.SGD(p, lr=0.1), lambda p: torch.optim.SGD(p, lr=0.1)),
     (lambda p: mytorch.optim.SGD(p, lr=0.1, momentum=0.9, weight_decay=0.01),

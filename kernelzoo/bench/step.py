@@ -116,7 +116,7 @@ class StepRow:
         return asdict(self)
 
 
-def _runners(config: tuple[int, ...], vocab: int, device: torch.device, lr: float, names: Sequence[str],
+def make_runners(config: tuple[int, ...], vocab: int, device: torch.device, lr: float, names: Sequence[str],
              tokens: torch.Tensor, target: torch.Tensor) -> dict[str, Callable[..., Any] | str]:
     """Each runner's step function (tokens, flat targets) -> loss, or why it cannot run here."""
     _, seq, dim, heads, blocks = config
@@ -191,7 +191,7 @@ def measure(configs: Sequence[tuple[int, int, int, int, int]] = CONFIGS, device:
         if progress is not None:
             progress(f"{'x'.join(map(str, config))}: building and warming up")
         tokens, target = draw()
-        found = _runners(config, vocab, device, lr, runners, tokens, target)
+        found = make_runners(config, vocab, device, lr, runners, tokens, target)
         group: dict[str, StepRow] = {}
         steppers: dict[str, Callable[..., Any]] = {}
         for name, step in found.items():

@@ -10,6 +10,7 @@ import torch
 
 import mytorch
 from kernelzoo import ops
+from mytorch import functions as Functions
 from mytorch.nn import functional as F
 from mytorch.nn.layers import Linear
 from mytorch.nn.module import Module, Parameter
@@ -75,8 +76,6 @@ class MultiheadAttention(Module):
             weights = (self.q_proj_weight, self.k_proj_weight, self.v_proj_weight)
             return tuple(F.linear(x, w, bias) for x, w, bias in zip((query, key, value), weights, biases))
         w = self.in_proj_weight
-        if query is key and key is value:  # self-attention: one product, then views of it
-            return F.linear(query, w, b).view(*query.shape[:-1], 3, e).unbind(-2)
         return (F.linear(query, w[:e], biases[0]), F.linear(key, w[e:2 * e], biases[1]),
                 F.linear(value, w[2 * e:], biases[2]))
 
@@ -96,10 +95,14 @@ class MultiheadAttention(Module):
         q_in = batch_first(query)
         k_in = q_in if key is query else batch_first(key)
         v_in = k_in if value is key else (q_in if value is query else batch_first(value))
-        q, k, v = self._project(q_in, k_in, v_in)
-        batch, tgt_len, src_len = q.shape[0], q.shape[1], k.shape[1]
         h, d = self.num_heads, self.head_dim
-        q, k, v = (x.reshape(batch, x.shape[1], h, d).transpose(1, 2) for x in (q, k, v))
+        batch, tgt_len, src_len = q_in.shape[0], q_in.shape[1], k_in.shape[1]
+        if self._qkv_same_embed_dim and q_in is k_in and k_in is v_in:
+            # self-attention: one product, whose (B, L, 3, H, D) layout gives q, k and v as views
+            q, k, v = Functions.SplitHeads.apply(F.linear(q_in, self.in_proj_weight, self.in_proj_bias), h)
+        else:
+            q, k, v = (x.reshape(batch, x.shape[1], h, d).transpose(1, 2)
+                       for x in self._project(q_in, k_in, v_in))
         causal = is_causal and key_padding_mask is None and not need_weights
         mask = self._mask(None if causal else attn_mask, key_padding_mask, batch, tgt_len, src_len, q.dtype)
         dropout = self.dropout if self.training else 0.0
@@ -112,7 +115,7 @@ class MultiheadAttention(Module):
             out = weights @ v
         else:
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
-        out = self.out_proj(out.transpose(1, 2).reshape(batch, tgt_len, self.embed_dim))
+        out = self.out_proj(Functions.MergeHeads.apply(out))
         if weights is not None and average_attn_weights:
             weights = weights.mean(dim=1)
         if not batched:
