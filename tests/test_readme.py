@@ -114,3 +114,4 @@ def test_the_readme_set_up_runs_as_written_in_a_fresh_virtual_environment(tmp_pa
             _run([str(bin_ / "python"), "-c", snippet], user, env, timeout=900)
         except AssertionError as e:
             raise AssertionError(f"README snippet {i}:\n{snippet}\n{e}") from None
+    shutil.rmtree(venv)  # a gigabyte, of no use once the test passed (a failed run keeps it to look into)
