@@ -19,7 +19,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelzoo.backends.triton import TritonImplementation, launcher
+from kernelzoo.backends.triton import TritonImplementation, cdiv, launcher
 from kernelzoo.elementwise import MAX_DIMS, Layout, binary_plan
 from kernelzoo.registry import Call
 
@@ -171,7 +171,7 @@ class BinaryTriton(TritonImplementation):
         n, block, op = out.numel(), config["BLOCK"], call.op.kernel_name(call)
         if n == 0:
             return out
-        grid = (triton.cdiv(n, block),)
+        grid = (cdiv(n, block),)
         if plan.contiguous:
             launcher(binary_dense_kernel)[grid](a, b, out, n, OP=op, BLOCK=block, num_warps=config["num_warps"])
             return out

@@ -24,7 +24,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelzoo.backends.triton import TritonImplementation, launcher
+from kernelzoo.backends.triton import TritonImplementation, cdiv, launcher
 from kernelzoo.registry import Call
 
 # log2(e) as a float32 (exact in it) and the rest of it; ln 2 for the first-order correction
@@ -130,7 +130,7 @@ class UnaryTriton(TritonImplementation):
         y = call.empty(x.shape)
         n = x.numel()
         if n:
-            grid = (triton.cdiv(n, config["BLOCK"]),)
+            grid = (cdiv(n, config["BLOCK"]),)
             launcher(unary_kernel)[grid](x, y, n, self.scalar(call), OP=self.op, BLOCK=config["BLOCK"],
                                          num_warps=config["num_warps"])
         return y

@@ -12,7 +12,7 @@ import triton.language as tl
 from triton.runtime.errors import OutOfResources
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from kernelzoo.backends.triton import launcher
+from kernelzoo.backends.triton import launcher, next_power_of_2
 from kernelzoo.errors import UnsupportedError
 from kernelzoo.registry import Call
 
@@ -64,7 +64,7 @@ def masked_scores(s, mask_ptrs, offs_m, cols, n_q, n_k, stride_mn, MASKED: tl.co
 
 def head_block(d: int) -> int:
     """The head dim padded to a power of two (tl.dot needs at least 16)."""
-    return max(16, triton.next_power_of_2(d))
+    return max(16, next_power_of_2(d))
 
 
 def precision(dtype: torch.dtype, block_d: int) -> str:

@@ -9,7 +9,7 @@ import triton
 import triton.language as tl
 from kernelzoo_plugins._gemm.triton import check_fits
 
-from kernelzoo.backends.triton import TritonImplementation, launcher
+from kernelzoo.backends.triton import TritonImplementation, cdiv, launcher
 
 TRANSPOSE_TILE = 64
 MAX_GRID_YZ = 65535
@@ -100,10 +100,10 @@ def transposed(t: torch.Tensor) -> torch.Tensor:
     one pass of transpose_kernel (torch's permuted copy where the grid or int32 offsets would not hold)."""
     batch, p, q = t.shape
     out = torch.empty((batch, q, p), dtype=t.dtype, device=t.device)
-    tiles_p = triton.cdiv(p, TRANSPOSE_TILE)
+    tiles_p = cdiv(p, TRANSPOSE_TILE)
     if out.numel() == 0 or batch > MAX_GRID_YZ or tiles_p > MAX_GRID_YZ or p * q >= 2**31:
         return out.copy_(t.transpose(1, 2))
-    launcher(transpose_kernel)[(triton.cdiv(q, TRANSPOSE_TILE), tiles_p, batch)](
+    launcher(transpose_kernel)[(cdiv(q, TRANSPOSE_TILE), tiles_p, batch)](
         t, out, p, q, *t.stride(), BLOCK_P=TRANSPOSE_TILE, BLOCK_Q=TRANSPOSE_TILE, num_warps=4)
     return out
 
@@ -146,7 +146,7 @@ def conv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, out: torch
     if config["channels_last"]:
         x = channels_last(x)
     npix = n * oh * ow
-    grid = (triton.cdiv(npix, config["BLOCK_M"]) * triton.cdiv(k, config["BLOCK_N"]),)
+    grid = (cdiv(npix, config["BLOCK_M"]) * cdiv(k, config["BLOCK_N"]),)
     launcher(conv_kernel)[grid](
         x, w, bias.contiguous() if bias is not None else out, out, npix, c, h, wd, k, oh, ow, r, s, *stride,
         *padding, *dilation, *x.stride(), *w.stride(), *out.stride(), TRANSPOSED=transposed_conv,

@@ -7,7 +7,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelzoo.backends.triton import TritonImplementation, launcher
+from kernelzoo.backends.triton import TritonImplementation, cdiv, launcher
 from kernelzoo.errors import UnsupportedError
 
 # H100: 227 KiB of shared memory per block (opt-in), 255 registers per thread, of which the
@@ -58,7 +58,7 @@ def gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, bias: torch.Tensor |
     if a.is_cuda:
         check_fits(a.element_size(), config)
     bias = bias.contiguous() if bias is not None else None
-    grid = (triton.cdiv(m, config["BLOCK_M"]) * triton.cdiv(n, config["BLOCK_N"]),)
+    grid = (cdiv(m, config["BLOCK_M"]) * cdiv(n, config["BLOCK_N"]),)
     launcher(gemm_kernel)[grid](
         a, b, c, bias if bias is not None else c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
         c.stride(0), c.stride(1), HAS_BIAS=bias is not None, BLOCK_M=config["BLOCK_M"],
@@ -123,9 +123,9 @@ def channel_sums(x: torch.Tensor, out: torch.Tensor) -> None:
     if ch == 0:
         return
     splits = max(1, min(1024, inner // SPLIT_ELEMENTS))
-    per_split = triton.cdiv(max(inner, 1), splits)
+    per_split = cdiv(max(inner, 1), splits)
     partial = torch.empty((splits, ch), dtype=torch.float32, device=x.device)
-    grid = (triton.cdiv(ch, SUM_BLOCK_C), splits)
+    grid = (cdiv(ch, SUM_BLOCK_C), splits)
     launcher(channel_sums_kernel)[grid](x, partial, outer, ch, inner, *x.stride(), per_split,
                                         BLOCK_C=SUM_BLOCK_C, BLOCK_I=SUM_BLOCK_I)
     launcher(channel_sums_kernel)[(grid[0], 1)](partial, out, 1, ch, splits, 0, 1, ch, splits,

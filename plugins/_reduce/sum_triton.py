@@ -18,7 +18,7 @@ import triton.language as tl
 from kernelzoo_plugins._reduce.plan import as_3d
 from kernelzoo_plugins._rows.triton import chunking, programs_in_flight
 
-from kernelzoo.backends.triton import TritonImplementation, launcher
+from kernelzoo.backends.triton import TritonImplementation, cdiv, launcher, next_power_of_2
 from kernelzoo.registry import Call
 
 
@@ -95,18 +95,18 @@ class SummationTriton(TritonImplementation):
         options = {"num_warps": config["num_warps"], "num_stages": config["num_stages"]}
         in_flight = programs_in_flight(x3.device)
         if inner == 1:
-            cols = min(block, triton.next_power_of_2(max(reduced, 1)))
-            rows = min(block // cols, triton.next_power_of_2(triton.cdiv(outer, in_flight)))
-            programs = triton.cdiv(outer, rows)
+            cols = min(block, next_power_of_2(max(reduced, 1)))
+            rows = min(block // cols, next_power_of_2(cdiv(outer, in_flight)))
+            programs = cdiv(outer, rows)
             chunk_len, chunks = chunking(reduced, cols, programs, in_flight)
             target = out if chunks == 1 else torch.empty((outer, chunks), dtype=torch.float32, device=x3.device)
             launcher(_sum_rows_kernel)[(programs, chunks)](
                 x3, target, outer, reduced, chunk_len, chunks, scale, ROWS=rows, COLS=cols, PARTIAL=chunks > 1,
                 **options)
         else:
-            cols = min(config["COLS_MAX"], triton.next_power_of_2(inner))
+            cols = min(config["COLS_MAX"], next_power_of_2(inner))
             steps = block // cols
-            tiles = triton.cdiv(inner, cols)
+            tiles = cdiv(inner, cols)
             programs = outer * tiles
             chunk_len, chunks = chunking(reduced, steps, programs, in_flight)
             target = out if chunks == 1 else torch.empty((outer, chunks, inner), dtype=torch.float32,
@@ -116,5 +116,5 @@ class SummationTriton(TritonImplementation):
                 PARTIAL=chunks > 1, **options)
         if chunks > 1:
             final = 1024
-            launcher(_sum_partials_kernel)[(triton.cdiv(outer * inner, final),)](
+            launcher(_sum_partials_kernel)[(cdiv(outer * inner, final),)](
                 target, out, outer * inner, inner, chunks, scale, BLOCK=final, num_warps=4)

@@ -7,7 +7,8 @@ from __future__ import annotations
 import functools
 
 import torch
-import triton
+
+from kernelzoo.backends.triton import cdiv, next_power_of_2
 
 
 @functools.cache
@@ -20,15 +21,15 @@ def programs_in_flight(device: torch.device) -> int:
 
 def chunking(reduced: int, step: int, programs: int, in_flight: int) -> tuple[int, int]:
     """(chunk_len, chunks): the reduced dim in whole steps, split until the GPU has enough programs."""
-    steps = max(1, triton.cdiv(reduced, step))
-    chunks = min(steps, triton.cdiv(in_flight, max(programs, 1)))
-    chunk_len = triton.cdiv(steps, chunks) * step
-    return chunk_len, max(1, triton.cdiv(reduced, chunk_len))
+    steps = max(1, cdiv(reduced, step))
+    chunks = min(steps, cdiv(in_flight, max(programs, 1)))
+    chunk_len = cdiv(steps, chunks) * step
+    return chunk_len, max(1, cdiv(reduced, chunk_len))
 
 
 def tile(rows: int, c: int, block: int, device: torch.device) -> tuple[int, int]:
     """(ROWS, COLS): COLS-wide steps over the classes, whole rows per program while BLOCK holds them, but no
     fewer programs than the GPU runs at once where the rows allow."""
-    cols = min(block, triton.next_power_of_2(c))
-    share = max(1, triton.cdiv(rows, programs_in_flight(device)))
-    return min(block // cols, triton.next_power_of_2(share)), cols
+    cols = min(block, next_power_of_2(c))
+    share = max(1, cdiv(rows, programs_in_flight(device)))
+    return min(block // cols, next_power_of_2(share)), cols

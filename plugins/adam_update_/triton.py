@@ -8,7 +8,7 @@ import triton.language as tl
 from kernelzoo_plugins._optim.spec import STATE, dense_run, scalars
 from kernelzoo_plugins._optim.triton import adam_block
 
-from kernelzoo.backends.triton import TritonImplementation, launcher
+from kernelzoo.backends.triton import TritonImplementation, cdiv, launcher
 from kernelzoo.registry import Call
 
 
@@ -32,7 +32,7 @@ class AdamUpdateTriton(TritonImplementation):
             n = t["param"].numel()
             v_max = t["max_exp_avg_sq"] if c["amsgrad"] else t["exp_avg_sq"]  # not read without amsgrad
             decay = c["weight_decay"] != 0
-            launcher(_adam_kernel)[(triton.cdiv(n, config["BLOCK"]),)](
+            launcher(_adam_kernel)[(cdiv(n, config["BLOCK"]),)](
                 t["param"], t["grad"], t["exp_avg"], t["exp_avg_sq"], v_max, n, s["step_size"], s["bc2_sqrt"],
                 1 - c["beta1"], c["beta2"], c["eps"], c["weight_decay"], s["decay"],
                 L2=decay and not c["decoupled"], SHRINK=decay and c["decoupled"], AMSGRAD=c["amsgrad"],

@@ -10,7 +10,7 @@ import triton.language as tl
 from kernelzoo_plugins._optim.spec import scalars
 from kernelzoo_plugins._optim.triton import adam_block
 
-from kernelzoo.backends.triton import TritonImplementation, launcher
+from kernelzoo.backends.triton import TritonImplementation, cdiv, launcher
 from kernelzoo.registry import Call
 
 from . import OneLaunch, programs
@@ -45,7 +45,7 @@ class AdamUpdateForeachTriton(OneLaunch, TritonImplementation):
     def launch(self, call: Call, table: torch.Tensor, rows: list[tuple[int, ...]], config: dict) -> None:
         c, s = call.params, scalars(call)
         block = config["BLOCK"]
-        blocks = sum(triton.cdiv(row[5], block) for row in rows)
+        blocks = sum(cdiv(row[5], block) for row in rows)
         decay = c["weight_decay"] != 0
         launcher(_adam_foreach_kernel)[(programs(call.device, blocks, config["WAVES"]),)](
             table, len(rows), s["step_size"], s["bc2_sqrt"], 1 - c["beta1"], c["beta2"], c["eps"], c["weight_decay"],

@@ -11,7 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelzoo.backends.triton import TritonImplementation, launcher
+from kernelzoo.backends.triton import TritonImplementation, cdiv, launcher
 from kernelzoo.registry import Call
 
 from . import MAX_DIMS, dense_inputs, layout
@@ -79,7 +79,7 @@ class AddTriton(TritonImplementation):
         n, alpha, block = out.numel(), call.params["alpha"], config["BLOCK"]
         if n == 0:
             return out
-        grid = (triton.cdiv(n, block),)
+        grid = (cdiv(n, block),)
         if plan.contiguous:
             launcher(_add_contiguous_kernel)[grid](a, b, out, n, alpha, BLOCK=block, num_warps=config["num_warps"])
             return out

@@ -38,7 +38,7 @@ from kernelzoo_plugins._flash.triton import (
     store_tile,
 )
 
-from kernelzoo.backends.triton import TritonImplementation
+from kernelzoo.backends.triton import TritonImplementation, cdiv
 from kernelzoo.registry import Call
 
 LN2 = 0.6931471805599453
@@ -197,7 +197,7 @@ class AttentionTriton(TritonImplementation):
         block_m, block_n = config["BLOCK_M"], config["BLOCK_N"]
         descs = ((descriptor(q, block_m, block_d), descriptor(k, block_n, block_d), descriptor(v, block_n, block_d),
                   descriptor(o, block_m, block_d)) if tma else (q, k, v, o))
-        grid = (triton.cdiv(n_q, block_m), batch * heads)
+        grid = (cdiv(n_q, block_m), batch * heads)
         launch(_attention_forward, grid, q, k, v, mask if mask is not None else q, o, lse, *descs,
                *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3], *mask_strides,
                heads, heads // kv_heads, n_q, n_k, d, call.params["scale"] * LOG2E,

@@ -37,7 +37,7 @@ from kernelzoo_plugins._flash.triton import (
 )
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from kernelzoo.backends.triton import TritonImplementation, interpreting
+from kernelzoo.backends.triton import TritonImplementation, cdiv, interpreting
 from kernelzoo.registry import Call
 
 from . import gradients_like, trivial_backward
@@ -364,18 +364,18 @@ class AttentionBackwardTriton(TritonImplementation):
         # without waiting for the host in between
         dkdv_tiles = descs((q, inner), (k, outer), (v, outer), (do, inner), (dk, outer), (dv, outer))
         dq_tiles = () if atomic else descs((q, outer), (k, inner), (v, inner), (do, outer), (dq, outer))
-        launch(_delta, (triton.cdiv(n_q, 64), batch * heads), o, do, delta, *o.stride()[:3], *do.stride()[:3],
+        launch(_delta, (cdiv(n_q, 64), batch * heads), o, do, delta, *o.stride()[:3], *do.stride()[:3],
                heads, n_q, d, BLOCK=64, BLOCK_D=block_d)
-        launch(_attention_dkdv, (triton.cdiv(n_k, outer), batch * kv_heads), q, k, v, mask_arg, do, lse, delta, dk, dv,
+        launch(_attention_dkdv, (cdiv(n_k, outer), batch * kv_heads), q, k, v, mask_arg, do, lse, delta, dk, dv,
                dq_acc, *dkdv_tiles, dq_acc_desc,
                *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3], *dk.stride()[:3],
                *dv.stride()[:3], *mask_strides, heads, kv_heads, heads // kv_heads, n_q, n_k, d, qk_scale, scale,
                BLOCK_M=inner, BLOCK_N=outer, DQ_ATOMIC=atomic, DQ_TMA=dq_tma, **flags)
         if atomic:
-            launch(_dq_convert, (triton.cdiv(n_q, 64), batch * heads), dq_acc, dq, *dq.stride()[:3], heads, n_q, d,
+            launch(_dq_convert, (cdiv(n_q, 64), batch * heads), dq_acc, dq, *dq.stride()[:3], heads, n_q, d,
                    scale, BLOCK=64, BLOCK_D=block_d)
             return dq, dk, dv
-        launch(_attention_dq, (triton.cdiv(n_q, outer), batch * heads), q, k, v, mask_arg, do, lse, delta, dq,
+        launch(_attention_dq, (cdiv(n_q, outer), batch * heads), q, k, v, mask_arg, do, lse, delta, dq,
                *dq_tiles, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3], *dq.stride()[:3],
                *mask_strides, heads, heads // kv_heads, n_q, n_k, d, qk_scale, scale,
                BLOCK_M=outer, BLOCK_N=inner, **flags)

@@ -18,7 +18,7 @@ from kernelzoo_plugins._gemm.conv import ConvShape, batched, conv_shape
 from kernelzoo_plugins._gemm.conv_triton import ConvTritonImplementation, channels_last, conv, weight_rsck
 from kernelzoo_plugins._gemm.triton import channel_sums, check_fits
 
-from kernelzoo.backends.triton import launcher
+from kernelzoo.backends.triton import cdiv, launcher
 from kernelzoo.registry import Call
 
 from . import gradient_shapes
@@ -91,9 +91,9 @@ class Conv2dBackwardTriton(ConvTritonImplementation):
             x = channels_last(x)
         bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
         cols = r * s * c
-        npix, tiles = n * oh * ow, triton.cdiv(k, bm) * triton.cdiv(cols, bn)
-        splits = max(1, min(triton.cdiv(TARGET_PROGRAMS, tiles), triton.cdiv(npix, 4 * bk)))
-        per_split = triton.cdiv(max(npix, 1), splits)
+        npix, tiles = n * oh * ow, cdiv(k, bm) * cdiv(cols, bn)
+        splits = max(1, min(cdiv(TARGET_PROGRAMS, tiles), cdiv(npix, 4 * bk)))
+        per_split = cdiv(max(npix, 1), splits)
         ws = torch.empty((splits, k * cols), dtype=torch.float32, device=x.device)
         launcher(wgrad_kernel)[(tiles, splits)](
             g, x, ws, npix, c, h, wd, k, oh, ow, s, cols, sh, sw, ph, pw, dh, dw, *g.stride(), *x.stride(),

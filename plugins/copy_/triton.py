@@ -6,9 +6,8 @@ converted."""
 from __future__ import annotations
 
 import torch
-import triton
 
-from kernelzoo.backends.triton import TritonImplementation, launcher
+from kernelzoo.backends.triton import TritonImplementation, cdiv, launcher
 from kernelzoo.backends.triton_elementwise import copy_dense_kernel, copy_strided_kernel, layout_args, wide
 from kernelzoo.registry import Call
 
@@ -26,7 +25,7 @@ class CopyTriton(TritonImplementation):
             n = dst.numel()
             if n == 0:
                 continue
-            grid = (triton.cdiv(n, block),)
+            grid = (cdiv(n, block),)
             if plan.contiguous:
                 launcher(copy_dense_kernel)[grid](dst, src, n, BLOCK=block, num_warps=warps)
             else:

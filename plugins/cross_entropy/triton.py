@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 from kernelzoo_plugins._rows.triton import tile
 
-from kernelzoo.backends.triton import TritonImplementation, launcher
+from kernelzoo.backends.triton import TritonImplementation, cdiv, launcher
 from kernelzoo.registry import Call
 
 from . import as_rows
@@ -81,7 +81,7 @@ class CrossEntropyTriton(TritonImplementation):
         lse = call.empty((rows,), torch.float32)
         if rows:
             tile_rows, cols = tile(rows, classes, config["BLOCK"], x2d.device)
-            launcher(_ce_rows_kernel)[(triton.cdiv(rows, tile_rows),)](
+            launcher(_ce_rows_kernel)[(cdiv(rows, tile_rows),)](
                 x2d, t, loss, lse, rows, classes, x2d.stride(0), p["ignore_index"], p["label_smoothing"],
                 ROWS=tile_rows, COLS=cols, SMOOTH=p["label_smoothing"] != 0, num_warps=config["num_warps"],
                 num_stages=config["num_stages"])

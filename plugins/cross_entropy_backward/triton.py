@@ -10,7 +10,7 @@ import triton.language as tl
 from kernelzoo_plugins._rows.cross_entropy import REDUCTIONS, from_rows
 from kernelzoo_plugins._rows.triton import tile
 
-from kernelzoo.backends.triton import TritonImplementation, launcher
+from kernelzoo.backends.triton import TritonImplementation, cdiv, launcher
 from kernelzoo.registry import Call
 
 from . import rows_of
@@ -67,7 +67,7 @@ class CrossEntropyBackwardTriton(TritonImplementation):
             if reduction == 1:
                 launcher(_count_kernel)[(1,)](target, count, rows, p["ignore_index"], BLOCK=1024, num_warps=4)
             tile_rows, cols = tile(rows, classes, config["BLOCK"], x2d.device)
-            launcher(_ce_grad_kernel)[(triton.cdiv(rows, tile_rows),)](
+            launcher(_ce_grad_kernel)[(cdiv(rows, tile_rows),)](
                 x2d, target, lse, grad, count, out, rows, classes, x2d.stride(0), p["ignore_index"],
                 p["label_smoothing"], REDUCTION=reduction, ROWS=tile_rows, COLS=cols, num_warps=config["num_warps"],
                 num_stages=config["num_stages"])

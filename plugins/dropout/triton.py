@@ -6,7 +6,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelzoo.backends.triton import TritonImplementation, launcher
+from kernelzoo.backends.triton import TritonImplementation, cdiv, launcher
 from kernelzoo.registry import Call
 
 from . import scale, seed_halves, threshold
@@ -53,7 +53,7 @@ class DropoutTriton(TritonImplementation):
         n, p = x.numel(), call.params["p"]
         if n:
             seed_lo, seed_hi = seed_halves(call.params["seed"])
-            grid = (triton.cdiv(n, config["BLOCK"]),)
+            grid = (cdiv(n, config["BLOCK"]),)
             launcher(_dropout_kernel)[grid](x, y, n, _int32_bits(seed_lo), _int32_bits(seed_hi), threshold(p), scale(p),
                                             BLOCK=config["BLOCK"], num_warps=config["num_warps"])
         return y

@@ -6,7 +6,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelzoo.backends.triton import TritonImplementation, launcher
+from kernelzoo.backends.triton import TritonImplementation, cdiv, launcher, next_power_of_2
 from kernelzoo.registry import Call
 
 
@@ -32,9 +32,9 @@ class EmbeddingTriton(TritonImplementation):
         n, dim = idx.numel(), w.shape[1]
         out = call.empty((n, dim))
         if n and dim:
-            block_d = min(config["BLOCK_D"], triton.next_power_of_2(dim))
+            block_d = min(config["BLOCK_D"], next_power_of_2(dim))
             block_n = max(1, config["BLOCK"] // block_d)
-            grid = (triton.cdiv(n, block_n), triton.cdiv(dim, block_d))
+            grid = (cdiv(n, block_n), cdiv(dim, block_d))
             launcher(_gather_kernel)[grid](w, idx, out, n, dim, w.stride(0), BLOCK_N=block_n, BLOCK_D=block_d,
                                            num_warps=config["num_warps"])
         return out.view(*indices.shape, dim)

@@ -8,7 +8,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelzoo.backends.triton import TritonImplementation, launcher
+from kernelzoo.backends.triton import TritonImplementation, cdiv, launcher, next_power_of_2
 from kernelzoo.registry import Call
 
 from . import grad_rows, sorted_rows
@@ -39,8 +39,8 @@ class EmbeddingBackwardTriton(TritonImplementation):
         out = call.empty((num_weights, dim))
         if dim:
             order, starts = sorted_rows(call.inputs["indices"], num_weights)
-            block_d = min(config["BLOCK_D"], triton.next_power_of_2(dim))
+            block_d = min(config["BLOCK_D"], next_power_of_2(dim))
             padding = -1 if p["padding_idx"] is None else p["padding_idx"]
-            launcher(_owner_kernel)[(num_weights, triton.cdiv(dim, block_d))](
+            launcher(_owner_kernel)[(num_weights, cdiv(dim, block_d))](
                 g, order, starts, out, dim, g.stride(0), padding, BLOCK_D=block_d, num_warps=config["num_warps"])
         return out

@@ -18,7 +18,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelzoo.backends.triton import TritonImplementation, launcher
+from kernelzoo.backends.triton import TritonImplementation, cdiv, launcher
 from kernelzoo.registry import Call
 
 _SQRT_HALF = tl.constexpr(math.sqrt(0.5))
@@ -49,7 +49,7 @@ class GeluTriton(TritonImplementation):
         y = call.empty(x.shape)
         n = x.numel()
         if n:
-            grid = (triton.cdiv(n, config["BLOCK"]),)
+            grid = (cdiv(n, config["BLOCK"]),)
             launcher(_gelu_kernel)[grid](x, y, n, TANH=call.params["approximate"] == "tanh", BLOCK=config["BLOCK"],
                                          num_warps=config["num_warps"])
         return y

@@ -16,7 +16,7 @@ import triton
 import triton.language as tl
 from kernelzoo_plugins._rows.triton import programs_in_flight
 
-from kernelzoo.backends.triton import TritonImplementation, launcher
+from kernelzoo.backends.triton import TritonImplementation, cdiv, launcher, next_power_of_2
 from kernelzoo.registry import Call
 
 from . import as_rows, stats_shape
@@ -98,12 +98,12 @@ class LayerNormTriton(TritonImplementation):
             options = {"num_warps": config["num_warps"], "num_stages": config["num_stages"],
                        "HAS_W": w is not None, "HAS_B": b is not None}
             args = (x2d, w if w is not None else x2d, b if b is not None else x2d, y, mean, rstd)  # unread when absent
-            cols = triton.next_power_of_2(n)
+            cols = next_power_of_2(n)
             if cols <= block:
                 # as many whole rows as BLOCK holds, but no fewer programs than the GPU runs at once
                 in_flight = programs_in_flight(x.device)
-                per_program = min(block // cols, triton.next_power_of_2(triton.cdiv(rows, in_flight)))
-                launcher(_ln_rows_kernel)[(triton.cdiv(rows, per_program),)](
+                per_program = min(block // cols, next_power_of_2(cdiv(rows, in_flight)))
+                launcher(_ln_rows_kernel)[(cdiv(rows, per_program),)](
                     *args, rows, n, x2d.stride(0), call.params["eps"], ROWS=per_program, COLS=cols, **options)
             else:
                 launcher(_ln_looped_kernel)[(rows,)](

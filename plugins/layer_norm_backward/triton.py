@@ -14,7 +14,7 @@ import triton
 import triton.language as tl
 from kernelzoo_plugins._rows.triton import programs_in_flight
 
-from kernelzoo.backends.triton import TritonImplementation, launcher
+from kernelzoo.backends.triton import TritonImplementation, cdiv, launcher, next_power_of_2
 from kernelzoo.registry import Call
 
 from . import rows_of
@@ -123,8 +123,8 @@ class LayerNormBackwardTriton(TritonImplementation):
         if n:
             w = call.inputs["weight"].contiguous() if "weight" in call.inputs else None
             slots, part = self._rows(dy, x, mean, rstd, w, dx, config)
-            cols = min(256, triton.next_power_of_2(n))
-            launcher(_lnb_reduce_kernel)[(triton.cdiv(n, cols), 2)](
+            cols = min(256, next_power_of_2(n))
+            launcher(_lnb_reduce_kernel)[(cdiv(n, cols), 2)](
                 part, sums, slots, n, STEPS=16, COLS=cols, num_warps=4)
         return dx.view(call.inputs["x"].shape), sums[0].view(shape), sums[1].view(shape)
 
@@ -136,12 +136,12 @@ class LayerNormBackwardTriton(TritonImplementation):
         options = {"num_warps": config["num_warps"], "num_stages": config["num_stages"], "HAS_W": w is not None}
         w_arg = w if w is not None else x  # not read without a weight
         in_flight = programs_in_flight(x.device)
-        cols = triton.next_power_of_2(n)
+        cols = next_power_of_2(n)
         if cols <= block:
-            share = max(1, triton.cdiv(rows, in_flight))  # rows per program to keep the GPU busy
-            tile_rows = min(block // cols, triton.next_power_of_2(share))
-            per_program = triton.cdiv(share, tile_rows) * tile_rows
-            slots = max(1, triton.cdiv(rows, per_program))
+            share = max(1, cdiv(rows, in_flight))  # rows per program to keep the GPU busy
+            tile_rows = min(block // cols, next_power_of_2(share))
+            per_program = cdiv(share, tile_rows) * tile_rows
+            slots = max(1, cdiv(rows, per_program))
             part = torch.empty((2, slots, n), dtype=torch.float32, device=x.device)
             launcher(_lnb_rows_kernel)[(slots,)](dy, x, mean, rstd, w_arg, dx, part, rows, n, dy.stride(0), x.stride(0),
                                                  per_program, slots, ROWS=tile_rows, COLS=cols, **options)
@@ -150,8 +150,8 @@ class LayerNormBackwardTriton(TritonImplementation):
         if rows:
             launcher(_lnb_row_stats_kernel)[(rows,)](dy, x, mean, rstd, w_arg, stats, n, dy.stride(0), x.stride(0),
                                                      BLOCK=block, **options)
-        per_program = max(1, triton.cdiv(rows, in_flight))
-        slots = triton.cdiv(rows, per_program)
+        per_program = max(1, cdiv(rows, in_flight))
+        slots = cdiv(rows, per_program)
         part = torch.empty((2, slots, n), dtype=torch.float32, device=x.device)
         if slots:
             launcher(_lnb_looped_kernel)[(slots,)](dy, x, mean, rstd, w_arg, stats, dx, part, rows, n, dy.stride(0),

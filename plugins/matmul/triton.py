@@ -14,7 +14,7 @@ import triton
 import triton.language as tl
 from triton.runtime.errors import OutOfResources
 
-from kernelzoo.backends.triton import TritonImplementation, launcher
+from kernelzoo.backends.triton import TritonImplementation, cdiv, launcher
 from kernelzoo.errors import UnsupportedError
 from kernelzoo.registry import Call
 
@@ -84,7 +84,7 @@ class MatmulTriton(TritonImplementation):
             self._check_fits(config, batch)
         c3 = out if out.dim() == 3 else out.unsqueeze(0)
         (_, m, k), n = a3.shape, b3.shape[-1]
-        grid = (triton.cdiv(m, config["BLOCK_M"]) * triton.cdiv(n, config["BLOCK_N"]), batch)
+        grid = (cdiv(m, config["BLOCK_M"]) * cdiv(n, config["BLOCK_N"]), batch)
         try:
             launcher(_matmul_kernel)[grid](
                 a3, b3, c3, m, n, k,

@@ -19,7 +19,7 @@ import triton
 import triton.language as tl
 from kernelzoo_plugins._rows.triton import chunking, programs_in_flight
 
-from kernelzoo.backends.triton import TritonImplementation, launcher
+from kernelzoo.backends.triton import TritonImplementation, cdiv, launcher, next_power_of_2
 from kernelzoo.registry import Call
 
 from . import as_3d, index_output
@@ -125,15 +125,15 @@ class MaxTriton(TritonImplementation):
         options = {"num_warps": config["num_warps"], "num_stages": config["num_stages"]}
         in_flight = programs_in_flight(x3.device)
         if inner == 1:
-            cols = min(block, triton.next_power_of_2(reduced))
-            rows = min(block // cols, triton.next_power_of_2(triton.cdiv(outer, in_flight)))
-            programs = triton.cdiv(outer, rows)
+            cols = min(block, next_power_of_2(reduced))
+            rows = min(block // cols, next_power_of_2(cdiv(outer, in_flight)))
+            programs = cdiv(outer, rows)
             chunk_len, chunks = chunking(reduced, cols, programs, in_flight)
             grid, partial_shape = (programs, chunks), (outer, chunks)
         else:
-            cols = min(config["COLS_MAX"], triton.next_power_of_2(inner))
+            cols = min(config["COLS_MAX"], next_power_of_2(inner))
             steps = block // cols
-            tiles = triton.cdiv(inner, cols)
+            tiles = cdiv(inner, cols)
             chunk_len, chunks = chunking(reduced, steps, outer * tiles, in_flight)
             grid, partial_shape = (outer * tiles, chunks), (outer, chunks, inner)
         part_v, part_i = values, indices
@@ -148,5 +148,5 @@ class MaxTriton(TritonImplementation):
                                              COLS=cols, **options)
         if chunks > 1:
             final = 1024
-            launcher(_max_partials_kernel)[(triton.cdiv(outer * inner, final),)](
+            launcher(_max_partials_kernel)[(cdiv(outer * inner, final),)](
                 part_v, part_i, values, indices, outer * inner, inner, chunks, BLOCK=final, num_warps=4)

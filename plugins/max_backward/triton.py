@@ -13,7 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelzoo.backends.triton import TritonImplementation, launcher
+from kernelzoo.backends.triton import TritonImplementation, cdiv, launcher, next_power_of_2
 from kernelzoo.registry import Call
 
 
@@ -58,16 +58,16 @@ class MaxBackwardTriton(TritonImplementation):
         g, indices = call.inputs["grad"].contiguous(), call.inputs["indices"].contiguous()
         block, warps = config["BLOCK"], config["num_warps"]
         if p.inner == 1:
-            cols = min(block, triton.next_power_of_2(p.reduced))
+            cols = min(block, next_power_of_2(p.reduced))
             rows = block // cols
-            col_tiles = triton.cdiv(p.reduced, cols)
-            grid = (triton.cdiv(p.outer, rows) * col_tiles,)
+            col_tiles = cdiv(p.reduced, cols)
+            grid = (cdiv(p.outer, rows) * col_tiles,)
             launcher(_max_backward_rows_kernel)[grid](
                 g, indices, grad_x, p.outer, p.reduced, col_tiles, ROWS=rows, COLS=cols, num_warps=warps)
         else:
-            cols = min(config["COLS_MAX"], triton.next_power_of_2(p.inner))
-            steps = min(block // cols, triton.next_power_of_2(p.reduced))
-            step_tiles, col_tiles = triton.cdiv(p.reduced, steps), triton.cdiv(p.inner, cols)
+            cols = min(config["COLS_MAX"], next_power_of_2(p.inner))
+            steps = min(block // cols, next_power_of_2(p.reduced))
+            step_tiles, col_tiles = cdiv(p.reduced, steps), cdiv(p.inner, cols)
             grid = (p.outer * step_tiles * col_tiles,)
             launcher(_max_backward_cols_kernel)[grid](g, indices, grad_x, p.reduced, p.inner, step_tiles, col_tiles,
                                                       STEPS=steps, COLS=cols, num_warps=warps)

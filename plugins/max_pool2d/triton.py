@@ -9,7 +9,7 @@ import triton
 import triton.language as tl
 from kernelzoo_plugins._gemm.conv import batched
 
-from kernelzoo.backends.triton import TritonImplementation, launcher
+from kernelzoo.backends.triton import TritonImplementation, cdiv, launcher
 from kernelzoo.registry import Call
 
 from . import index_output, pooled_shape
@@ -54,7 +54,7 @@ class MaxPool2dTriton(TritonImplementation):
         total = out.numel()
         if total:
             (_, c, h, w), (oh, ow) = x.shape, shape[-2:]
-            launcher(max_pool_kernel)[(triton.cdiv(total, config["BLOCK"]),)](
+            launcher(max_pool_kernel)[(cdiv(total, config["BLOCK"]),)](
                 x, out, indices, total, c, h, w, oh, ow, *call.params["kernel_size"], *call.params["stride"],
                 *call.params["padding"], *x.stride(), BLOCK=config["BLOCK"], num_warps=config["num_warps"])
         return out, indices

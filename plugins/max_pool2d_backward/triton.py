@@ -9,7 +9,7 @@ import triton
 import triton.language as tl
 from kernelzoo_plugins._gemm.conv import batched
 
-from kernelzoo.backends.triton import TritonImplementation, launcher
+from kernelzoo.backends.triton import TritonImplementation, cdiv, launcher
 from kernelzoo.registry import Call
 
 
@@ -56,7 +56,7 @@ class MaxPool2dBackwardTriton(TritonImplementation):
             # one set of strides for both: grad_out and indices contiguous
             g, indices = batched(call.inputs["grad_out"]).contiguous(), batched(call.inputs["indices"]).contiguous()
             (_, c, oh, ow), (h, w) = g.shape, p["input_shape"][-2:]
-            launcher(max_pool_backward_kernel)[(triton.cdiv(total, config["BLOCK"]),)](
+            launcher(max_pool_backward_kernel)[(cdiv(total, config["BLOCK"]),)](
                 g, indices, out, total, c, h, w, oh, ow, *p["kernel_size"], *p["stride"], *p["padding"], *g.stride(),
                 BLOCK=config["BLOCK"], num_warps=config["num_warps"])
         return out

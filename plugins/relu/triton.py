@@ -6,7 +6,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelzoo.backends.triton import TritonImplementation, launcher
+from kernelzoo.backends.triton import TritonImplementation, cdiv, launcher
 from kernelzoo.registry import Call
 
 
@@ -28,6 +28,6 @@ class ReluTriton(TritonImplementation):
         y = call.empty(x.shape)
         n = x.numel()
         if n:
-            grid = (triton.cdiv(n, config["BLOCK"]),)
+            grid = (cdiv(n, config["BLOCK"]),)
             launcher(_relu_kernel)[grid](x, y, n, BLOCK=config["BLOCK"], num_warps=config["num_warps"])
         return y

@@ -7,7 +7,7 @@ import triton
 import triton.language as tl
 from kernelzoo_plugins._optim.spec import dense_run
 
-from kernelzoo.backends.triton import TritonImplementation, launcher
+from kernelzoo.backends.triton import TritonImplementation, cdiv, launcher
 from kernelzoo.registry import Call
 
 
@@ -38,7 +38,7 @@ class SgdUpdateTriton(TritonImplementation):
         def update(t: dict[str, torch.Tensor]) -> None:
             n = t["param"].numel()
             buf = t["momentum_buffer"] if c["momentum"] else t["param"]  # not read without momentum
-            launcher(_sgd_kernel)[(triton.cdiv(n, config["BLOCK"]),)](
+            launcher(_sgd_kernel)[(cdiv(n, config["BLOCK"]),)](
                 t["param"], t["grad"], buf, n, c["lr"], c["momentum"], c["dampening"], c["weight_decay"],
                 MOMENTUM=c["momentum"] != 0, NESTEROV=c["nesterov"], WEIGHT_DECAY=c["weight_decay"] != 0,
                 BLOCK=config["BLOCK"], num_warps=config["num_warps"])

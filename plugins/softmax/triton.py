@@ -17,7 +17,7 @@ import triton
 import triton.language as tl
 from kernelzoo_plugins._rows.triton import programs_in_flight
 
-from kernelzoo.backends.triton import TritonImplementation, launcher
+from kernelzoo.backends.triton import TritonImplementation, cdiv, launcher, next_power_of_2
 from kernelzoo.registry import Call
 
 from . import as_rows, from_rows
@@ -127,27 +127,27 @@ class SoftmaxTriton(TritonImplementation):
         rows, cols = x2d.shape
         block, stride = config["BLOCK"], x2d.stride(0)
         options = {"num_warps": config["num_warps"], "num_stages": config["num_stages"]}
-        cols_pow2 = triton.next_power_of_2(cols)
+        cols_pow2 = next_power_of_2(cols)
         in_flight = programs_in_flight(x2d.device)
         if cols_pow2 <= block:
             # as many whole rows as BLOCK holds, but no fewer programs than the GPU runs at once
             # where the rows allow (8192 x 128: 16 rows each, 512 programs, not 64 rows, 128)
-            rows_per_program = min(block // cols_pow2, triton.next_power_of_2(triton.cdiv(rows, in_flight)))
-            grid = (triton.cdiv(rows, rows_per_program),)
+            rows_per_program = min(block // cols_pow2, next_power_of_2(cdiv(rows, in_flight)))
+            grid = (cdiv(rows, rows_per_program),)
             launcher(_softmax_rows_kernel)[grid](x2d, y2d, rows, cols, stride, ROWS=rows_per_program,
                                                  COLS=cols_pow2, **options)
             return
         # split rows into chunks of whole blocks until the GPU has enough programs
-        blocks = triton.cdiv(cols, block)
-        chunks = min(blocks, triton.cdiv(in_flight, rows))
+        blocks = cdiv(cols, block)
+        chunks = min(blocks, cdiv(in_flight, rows))
         if chunks == 1:
             launcher(_softmax_looped_kernel)[(rows,)](x2d, y2d, cols, stride, BLOCK=block, **options)
             return
-        chunk_len = triton.cdiv(blocks, chunks) * block
-        chunks = triton.cdiv(cols, chunk_len)
+        chunk_len = cdiv(blocks, chunks) * block
+        chunks = cdiv(cols, chunk_len)
         stats = torch.empty((rows, chunks, 2), dtype=torch.float32, device=x2d.device)  # (max, sum)
         grid = (rows, chunks)
         launcher(_softmax_chunk_stats_kernel)[grid](x2d, stats, cols, stride, chunk_len, chunks, BLOCK=block,
                                                     **options)
         launcher(_softmax_chunk_write_kernel)[grid](x2d, y2d, stats, cols, stride, chunk_len, chunks,
-                                                    CHUNKS=triton.next_power_of_2(chunks), BLOCK=block, **options)
+                                                    CHUNKS=next_power_of_2(chunks), BLOCK=block, **options)

@@ -16,7 +16,7 @@ import triton
 import triton.language as tl
 from kernelzoo_plugins._rows.triton import programs_in_flight
 
-from kernelzoo.backends.triton import TritonImplementation, launcher
+from kernelzoo.backends.triton import TritonImplementation, cdiv, launcher, next_power_of_2
 from kernelzoo.registry import Call
 
 from . import rows_of, to_shape
@@ -103,25 +103,25 @@ class SoftmaxBackwardTriton(TritonImplementation):
         rows, cols = y2d.shape
         block, strides = config["BLOCK"], (g2d.stride(0), y2d.stride(0))
         options = {"num_warps": config["num_warps"], "num_stages": config["num_stages"]}
-        cols_pow2 = triton.next_power_of_2(cols)
+        cols_pow2 = next_power_of_2(cols)
         in_flight = programs_in_flight(y2d.device)
         if cols_pow2 <= block:
             # as many whole rows as BLOCK holds, but no fewer programs than the GPU runs at once where the
             # rows allow
-            rows_per_program = min(block // cols_pow2, triton.next_power_of_2(triton.cdiv(rows, in_flight)))
-            launcher(_rows_kernel)[(triton.cdiv(rows, rows_per_program),)](
+            rows_per_program = min(block // cols_pow2, next_power_of_2(cdiv(rows, in_flight)))
+            launcher(_rows_kernel)[(cdiv(rows, rows_per_program),)](
                 g2d, y2d, dx2d, rows, cols, *strides, ROWS=rows_per_program, COLS=cols_pow2, **options)
             return
         # split rows into chunks of whole blocks until the GPU has enough programs
-        blocks = triton.cdiv(cols, block)
-        chunks = min(blocks, triton.cdiv(in_flight, rows))
+        blocks = cdiv(cols, block)
+        chunks = min(blocks, cdiv(in_flight, rows))
         if chunks == 1:
             launcher(_looped_kernel)[(rows,)](g2d, y2d, dx2d, cols, *strides, BLOCK=block, **options)
             return
-        chunk_len = triton.cdiv(blocks, chunks) * block
-        chunks = triton.cdiv(cols, chunk_len)
+        chunk_len = cdiv(blocks, chunks) * block
+        chunks = cdiv(cols, chunk_len)
         dots = torch.empty((rows, chunks), dtype=torch.float32, device=y2d.device)
         grid = (rows, chunks)
         launcher(_chunk_dot_kernel)[grid](g2d, y2d, dots, cols, *strides, chunk_len, chunks, BLOCK=block, **options)
         launcher(_chunk_write_kernel)[grid](g2d, y2d, dx2d, dots, cols, *strides, chunk_len, chunks,
-                                            CHUNKS=triton.next_power_of_2(chunks), BLOCK=block, **options)
+                                            CHUNKS=next_power_of_2(chunks), BLOCK=block, **options)
