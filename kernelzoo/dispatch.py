@@ -143,7 +143,8 @@ def _default_choices(op: Op, device: torch.device, host_bound: bool = False) -> 
     order = plugin_order(device.type, impls, op.name)
     reason = "default order"
     if host_bound:
-        first = [p for p in HOST_BOUND_ORDER.get(device.type, ()) if p in impls]
+        preferred = op.host_bound_order.get(device.type) or HOST_BOUND_ORDER.get(device.type, ())
+        first = [p for p in preferred if p in impls]
         order = first + [p for p in order if p not in first]
         reason = "default order, host-bound size"
     choices = []

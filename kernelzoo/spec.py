@@ -223,6 +223,9 @@ class Op:
     # schema types of arguments whose annotation says too little for torch.library ('int[2]' for a size
     # given as an int or a pair); the others are read off check()'s annotations (see kernelzoo.library)
     schema_types: ClassVar[Mapping[str, str]] = {}
+    # plugins a host-bound call (see dispatch.HOST_BOUND_BYTES) runs first on a device type, where they differ from
+    # dispatch.HOST_BOUND_ORDER's: for ops whose torch plugin does more than torch's own op
+    host_bound_order: ClassVar[Mapping[str, Sequence[str]]] = {}
     # whether check() reads more of its arguments than their signature (shape, strides, dtype, device of each
     # tensor, the other arguments' values): index values (value_range), or how tensors share storage. Dispatch
     # remembers a signature's checks and skips them at later calls of it unless this is set.

@@ -228,3 +228,28 @@ def test_the_bucket_reads_as_the_attention_ops_make_it():
     relu = registry.op("relu")
     call = relu.check(torch.randn(512, 512))
     assert relu.describe_bucket(call, relu.bucket(call)) == "n=2^18"
+
+
+def test_the_torch_backwards_fallback_needs_no_autograd() -> None:
+    """Where no flash kernel applies on the GPU (float32, masks), the torch plugin's attention backward computes
+    in tensor ops: inside torch.ops.kernelzoo.attention_backward it runs below autograd, where differentiating a
+    recomputed forward is impossible. Checked here on the CPU, below autograd as a custom op's kernel runs,
+    against the float64 reference at the op's tolerance."""
+    from kernelzoo.registry import registry
+
+    op = registry.op("attention_backward")
+    math_backward = type(registry.impl("attention_backward", "torch")).math  # a plugin module named torch is
+    # imported through the registry, which keeps the op package's own torch
+    checked = 0
+    for case in op.cases()[:12]:
+        if not case.small:
+            continue
+        args, kwargs = case.make(torch.device("cpu"), torch.float32, torch.Generator().manual_seed(0))
+        call = op.check(*args, **kwargs)
+        i, p = call.inputs, call.params
+        with torch._C._AutoDispatchBelowAutograd():
+            grads = math_backward(i["q"], i["k"], i["v"], i["o"], i["do"], i.get("attn_mask"), p["causal"],
+                                  p["scale"])
+        assert op.verify(call, grads, op.reference(call)) is None, case.id
+        checked += 1
+    assert checked >= 6

@@ -186,3 +186,15 @@ def test_a_small_gpu_call_runs_torch_unless_tuned_there() -> None:
     assert chosen.plugin == "torch" or chosen.reason.startswith("tuned (exact"), chosen
     assert not dispatch.host_bound(registry.op("relu"), registry.op("relu").check(torch.randn(1024, 1024,
                                                                                              device="cuda")))
+
+
+def test_an_op_names_the_plugins_its_host_bound_calls_run_first(monkeypatch) -> None:
+    monkeypatch.setitem(dispatch.HOST_BOUND_BYTES, "cpu", 1 << 20)
+    monkeypatch.setitem(dispatch.HOST_BOUND_ORDER, "cpu", ("python",))
+    spec = registry.op("cross_entropy")
+    monkeypatch.setattr(type(spec), "host_bound_order", {"cpu": ("torch",)})
+    dispatch.forget_choices()
+    logits, target = torch.randn(4, 5), torch.tensor([0, 1, 2, 3])
+    assert kernelzoo.explain("cross_entropy", logits, target).plugin == "torch"
+    assert kernelzoo.explain("softmax", logits).plugin == "python"  # no order of its own: the global one
+    dispatch.forget_choices()

@@ -3,15 +3,17 @@
 - CPU: ``aten._scaled_dot_product_flash_attention_for_cpu_backward``.
 - CUDA, float16/bfloat16 without a mask: ``aten._scaled_dot_product_flash_attention_backward``
   (FlashAttention-2's backward; it reads the forward's random-number state only for dropout).
-- Otherwise: torch.autograd.grad through ``scaled_dot_product_attention``, which runs the forward
-  again before its backward: that recomputation is what a torch user pays on this path too.
+- Otherwise (float32, a mask, a head dim flash does not take): the textbook backward in tensor ops, the scores
+  recomputed in float32 chunk by chunk (:func:`attention_backward_math`), as torch's math backend of
+  ``scaled_dot_product_attention`` does. Not torch.autograd through that function: inside
+  ``torch.ops.kernelzoo.attention_backward`` (torch.compile, opcheck) the op runs below autograd, where no graph
+  is recorded to differentiate.
 """
 
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
-from kernelzoo_plugins._flash.spec import NEG_INF, additive_mask, aligned, flash_applies, sdpa_mask
+from kernelzoo_plugins._flash.spec import NEG_INF, additive_mask, aligned, attention_backward_math, flash_applies
 
 from kernelzoo.registry import FLOATS, Call, Implementation
 
@@ -41,17 +43,11 @@ class AttentionBackwardTorch(Implementation):
             return torch.ops.aten._scaled_dot_product_flash_attention_backward(
                 do, q, k, v, o, lse.contiguous(), None, None, q.shape[2], k.shape[2], 0.0, causal, rng_state, unused,
                 scale=scale)
-        return self._sdpa_autograd(q, k, v, do, mask, causal, scale)
+        return self.math(q, k, v, o, do, mask, causal, scale)
 
     @staticmethod
-    def _sdpa_autograd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, do: torch.Tensor, mask: torch.Tensor | None,
-                       causal: bool, scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        gqa = q.shape[1] != k.shape[1]
-        sdpa, dead = (mask, None) if mask is None else sdpa_mask(mask, causal, q.shape[2], k.shape[2], q.dtype)
-        if dead is not None:  # rows that attend no key: opened in the mask, their gradient cut here
-            do = do.masked_fill(dead, 0.0)
-        with torch.enable_grad():
-            inputs = [t.detach().requires_grad_() for t in (q, k, v)]
-            o = F.scaled_dot_product_attention(*inputs, attn_mask=sdpa, is_causal=causal and mask is None,
-                                               scale=scale, enable_gqa=gqa)
-            return torch.autograd.grad(o, inputs, do)  # type: ignore[return-value]
+    def math(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, do: torch.Tensor,
+             mask: torch.Tensor | None, causal: bool, scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(dq, dk, dv) in q's dtype, computed in float32 without autograd."""
+        grads = attention_backward_math(q, k, v, do, mask, causal, scale, torch.float32, o=o)
+        return tuple(g.to(q.dtype) for g in grads)  # type: ignore[return-value]

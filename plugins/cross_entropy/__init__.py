@@ -53,6 +53,9 @@ class CrossEntropy(CrossEntropyOp):
     log-softmax and NLL; lse kept for the backward)."""
 
     name = "cross_entropy"
+    # its torch plugin does more than torch's own op (a second pass for the log-sum-exp the backward needs): a
+    # host-bound call runs the Triton kernel first
+    host_bound_order = {"cuda": ("triton", "cuda")}
     checks_every_call = True  # the target's values must be class indices (value_range)
     outputs = 2  # the loss and the rows' log-sum-exp
     # the derivative: cross_entropy_backward from the logits and their rows' log-sum-exp
