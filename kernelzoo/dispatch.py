@@ -346,13 +346,9 @@ def run_op(op: str, *args: Any, **kwargs: Any) -> Any:
     """Check the arguments and run the chosen implementation: all of its outputs (the extras
     a backward needs included, e.g. layer_norm's mean and rstd), never through torch autograd.
     Frameworks with their own autograd (mytorch) call ops this way."""
-    if not _observers.get():
-        key = _key(op, False, args, kwargs)
-        if key is not None:
-            bound = _bound.get(key)
-            if bound is not None:
-                return bound.run(args, kwargs)
-            return _bind(key, op, args, kwargs, False).run(args, kwargs)
+    bound = _remembered(op, False, args, kwargs)
+    if bound is not None:
+        return bound.run(args, kwargs)
     spec = registry.op(op)
     return run_call(spec, spec.check(*args, **kwargs))
 
@@ -466,6 +462,17 @@ def _bind(key: tuple, op: str, args: tuple, kwargs: dict, through_autograd: bool
     return bound
 
 
+def _remembered(op: str, through_autograd: bool, args: tuple, kwargs: dict) -> _Bound | None:
+    """What the call's signature fixes (checked and bound at its first call), or None: the call is observed (timed,
+    through the checked path) or its signature cannot be told (see _key)."""
+    if _observers.get():
+        return None
+    key = _key(op, through_autograd, args, kwargs)
+    if key is None:
+        return None
+    return _bound.get(key) or _bind(key, op, args, kwargs, through_autograd)
+
+
 registry_on_change(forget_choices)
 
 
@@ -495,13 +502,9 @@ def call_op(op: str, *args: Any, **kwargs: Any) -> Any:
         from kernelzoo import library
 
         return library.call(op, args, kwargs)
-    if not _observers.get():
-        key = _key(op, True, args, kwargs)
-        if key is not None:
-            bound = _bound.get(key)
-            if bound is not None:
-                return bound.call(args, kwargs)
-            return _bind(key, op, args, kwargs, True).call(args, kwargs)
+    bound = _remembered(op, True, args, kwargs)
+    if bound is not None:
+        return bound.call(args, kwargs)
     spec = registry.op(op)
     call = spec.check(*args, **kwargs)
     if spec.needs_autograd(call):
