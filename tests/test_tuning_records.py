@@ -496,3 +496,19 @@ def test_a_records_code_covers_the_family_modules_its_kernel_takes_code_from() -
     import kernelzoo_plugins._flash.triton as flash
 
     assert flash not in _family_modules([flash])  # a module is not its own family dependency
+
+
+def test_the_summary_of_a_re_time_shows_what_was_timed_when_the_keys_winner_was_not() -> None:
+    """tune --stale re-times the stale records' plugins alone; the key's winner may be another plugin, not timed in
+    that run: the summary names the fastest plugin timed, and the key's winner beside it."""
+    from types import SimpleNamespace as Ns
+
+    from kernelzoo.tuner.report import format_summary
+
+    timed = Ns(time_ms=0.42, spread=0.01, config={"BLOCK": 4})
+    key = Ns(op="kz_op", dtype="float16", shape_text="4x32", flags="", winner="cuda", ceilings=None,
+             fingerprint=Ns(describe=lambda: "NVIDIA H200"),
+             plugins=[Ns(plugin="torch", skipped=None, result=Ns(winner=timed))])
+    text = format_summary(Ns(keys=[key], load=None, cores=None, skipped=[], not_started=[], untuned=[], seconds=3.0))
+    row = next(line for line in text.splitlines() if line.startswith("kz_op"))
+    assert "torch (key: cuda)" in row and "0.42" in row and "no verified config" not in row

@@ -81,6 +81,10 @@ def format_summary(report: TuneReport) -> str:
         floor = r.ceilings.floor_ms(r.flops, r.bytes, r.dtype) if r.ceilings else None
         best = {p.plugin: p.result.winner for p in r.plugins if p.result is not None and p.result.winner}
         w = best.get(r.winner) if r.winner else None
+        label = r.winner
+        if w is None and r.winner and best:  # the key's winner was not timed now (--stale, --verify of one plugin):
+            timed, w = min(best.items(), key=lambda item: item[1].time_ms)  # the fastest of those that were
+            label = f"{timed} (key: {r.winner})"
         torch_ms = best["torch"].time_ms if "torch" in best else None
         pct = floor_pct(floor, w.time_ms) if w else "-"
         key = f"{r.op} {r.dtype} {r.shape_text}" + (f" {r.flags}" if r.flags else "")
@@ -89,7 +93,7 @@ def format_summary(report: TuneReport) -> str:
             why = "; ".join(f"{p.plugin}: {p.skipped or 'no verified config'}" for p in r.plugins)
             rows.append((key, "none", "-", "-", "-", "-", why[:100]))
             continue
-        rows.append((key, r.winner, f"{w.time_ms:.4g}",
+        rows.append((key, label, f"{w.time_ms:.4g}",
                      f"{100 * w.spread:.1f}%", f"{torch_ms / w.time_ms:.2f}x" if torch_ms else "-", pct,
                      json.dumps(dict(w.config)) if w.config else "-"))
     lines = []
