@@ -226,7 +226,9 @@ def format_rows(rows: Sequence[HostRow]) -> str:
 
 @dataclass
 class SplitRow:
-    """Where one forward call's host time goes, for one plugin forced: µs per call of each layer alone."""
+    """Where one forward call's host time goes, for one plugin forced: µs per call of each layer alone. A call
+    after the first of its signature takes these layers (the checks and the choice ran at that first call and are
+    remembered: ``first_us``)."""
 
     op: str
     device: str
@@ -234,25 +236,30 @@ class SplitRow:
     label: str
     torch_us: float  # torch's own op
     full_us: float  # kernelzoo.ops.<op>, the plugin forced
-    check_us: float  # the op's argument checks (Op.check)
-    choose_us: float  # dispatch.choose on a checked call (its cache warm)
+    key_us: float  # the call's signature (dispatch._key) and its lookup
+    call_us: float  # building the Call from the arguments (the checks at every call where the op declares so)
     run_us: float  # the plugin's run on a checked call: its own argument handling, allocation and launch
+    first_us: float  # the op's checks and the choice, which the first call of a signature makes once
 
     @property
     def rest_us(self) -> float:
-        """What the layers alone leave: the ops function, call_op's autograd test, run_call's frames."""
-        return self.full_us - self.check_us - self.choose_us - self.run_us
+        """What the layers alone leave: the ops function, call_op's tests, the frames between them."""
+        return self.full_us - self.key_us - self.call_us - self.run_us
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "rest_us": self.rest_us}
 
 
-def _layers(inputs: Inputs, function: Callable[..., Any], call: Any, impl: Any, config: Any
+def _layers(inputs: Inputs, function: Callable[..., Any], call: Any, impl: Any, config: Any, op: str
             ) -> dict[str, Callable[[], Any]]:
     args, kwargs, spec = inputs.args, inputs.kwargs, call.op
+    key = dispatch._key(op, True, args, kwargs)
+    bound = dispatch._bound.get(key) if key is not None else None
+    checked = (lambda: bound.checked(args, kwargs)) if bound is not None else (lambda: spec.check(*args, **kwargs))
     return {"torch": lambda: inputs.torch_fn(*args, **kwargs), "full": lambda: function(*args, **kwargs),
-            "check": lambda: spec.check(*args, **kwargs), "choose": lambda: dispatch.choose(spec, call),
-            "run": lambda: impl.run(call, config)}
+            "key": lambda: dispatch._bound.get(dispatch._key(op, True, args, kwargs)), "call": checked,
+            "run": lambda: impl.run(call, config),
+            "first": lambda: dispatch._choose(spec, spec.check(*args, **kwargs), dispatch.forced_plugin())}
 
 
 def split(ops: Sequence[str] = OPS, device: torch.device | str = "cpu", *, calls: int = 200, rounds: int = 7,
@@ -276,7 +283,8 @@ def split(ops: Sequence[str] = OPS, device: torch.device | str = "cpu", *, calls
                     impl.run(call, config)
                 except KernelzooError:
                     continue
-                layers = _layers(inputs, function, call, impl, config)
+                function(*inputs.args, **inputs.kwargs)  # its signature bound, as at every later call
+                layers = _layers(inputs, function, call, impl, config, op)
                 times: dict[str, list[float]] = {name: [] for name in layers}
                 for fn in layers.values():
                     for _ in range(3):
@@ -290,18 +298,18 @@ def split(ops: Sequence[str] = OPS, device: torch.device | str = "cpu", *, calls
                         sync()
                         times[name].append((time.perf_counter() - start) / calls * 1e6)
             us = {name: statistics.median(t) for name, t in times.items()}
-            rows.append(SplitRow(op, device.type, plugin, inputs.label, us["torch"], us["full"], us["check"],
-                                 us["choose"], us["run"]))
+            rows.append(SplitRow(op, device.type, plugin, inputs.label, us["torch"], us["full"], us["key"], us["call"],
+                                 us["run"], us["first"]))
     return rows
 
 
 def format_split(rows: Sequence[SplitRow]) -> str:
     from kernelzoo.table import format_table
 
-    lines = [[r.op, r.plugin, f"{r.torch_us:.1f}", f"{r.full_us:.1f}", f"{r.check_us:.1f}", f"{r.choose_us:.1f}",
-              f"{r.run_us:.1f}", f"{r.rest_us:.1f}"] for r in rows]
+    lines = [[r.op, r.plugin, f"{r.torch_us:.1f}", f"{r.full_us:.1f}", f"{r.key_us:.1f}", f"{r.call_us:.1f}",
+              f"{r.run_us:.1f}", f"{r.rest_us:.1f}", f"{r.first_us:.1f}"] for r in rows]
     device = rows[0].device if rows else "?"
-    return format_table(("op", "plugin", "torch", "full", "check", "choose", "run", "rest"), lines,
+    return format_table(("op", "plugin", "torch", "full", "key", "call", "run", "rest", "first call"), lines,
                         title=f"forward call, host µs by layer, the plugin forced, on {device}")
 
 

@@ -55,7 +55,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     host.add_argument("--rounds", type=int, default=9, help="--host: interleaved rounds, the median kept "
                       "(default 9)")
     host.add_argument("--split", action="store_true", help="--host: also each forward call layer by layer, "
-                      "each plugin forced: checks, choice, the plugin's run, and what they leave")
+                      "each plugin forced: the signature lookup, the Call, the plugin's run, what they leave, and the "
+                      "checks and choice a signature's first call makes")
     host.add_argument("--threads", type=int, help="--host: torch's CPU threads while measuring (default: as "
                       "set; 1 keeps a loaded machine's descheduled thread out of torch's parallel regions)")
     step = p.add_argument_group("mytorch step (--mytorch-step)")
