@@ -281,15 +281,8 @@ def run_call(spec: Op, call: Call) -> Any:
     runs instead, with one warning. A forced plugin's error reaches the caller.
     """
     observers = _observers.get()
-    if not observers:  # the steady state, without _run's frame and its (outputs, choice) pair
-        choice = choose(spec, call)
-        try:
-            return choice.impl.run(call, choice.config)
-        except UnsupportedError as exc:
-            if choice.forced:
-                raise
-            first = exc
-        return _fall_back(spec, call, choice, first)[0]
+    if not observers:  # the steady state, without _run's (outputs, choice) pair
+        return _run_chosen(spec, call, choose(spec, call))
     synchronize = torch.cuda.synchronize if call.device.type == "cuda" else lambda: None
     synchronize()
     start = time.perf_counter()
@@ -304,9 +297,12 @@ def run_call(spec: Op, call: Call) -> Any:
 def run_chosen(spec: Op, call: Call, choice: Choice) -> Any:
     """Run ``call`` on ``choice`` (made by :func:`choose` for a call of the same signature); the next candidate
     where the choice finds it cannot take the call after all, as in :func:`run_call`."""
-    observers = _observers.get()
-    if observers:
+    if _observers.get():
         return run_call(spec, call)
+    return _run_chosen(spec, call, choice)
+
+
+def _run_chosen(spec: Op, call: Call, choice: Choice) -> Any:
     try:
         return choice.impl.run(call, choice.config)
     except UnsupportedError as exc:
@@ -420,14 +416,7 @@ class _Bound:
         call = self.checked(args, kwargs)
         if self.autograd:
             return self.spec.result(call, _autograd_apply()(call, self.choice))
-        choice = self.choice
-        try:
-            outputs = choice.impl.run(call, choice.config)
-        except UnsupportedError as exc:
-            if choice.forced:
-                raise
-            outputs = _fall_back(self.spec, call, choice, exc)[0]
-        return self.spec.result(call, outputs)
+        return self.spec.result(call, _run_chosen(self.spec, call, self.choice))
 
 
 _bound: dict[tuple, _Bound] = {}
