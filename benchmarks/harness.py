@@ -35,7 +35,7 @@ from kernelzoo.timing import flush_l2
 
 # A 5 µs kernel: 1000 rounds of flush (~0.1 ms for 256 MB at 3 TB/s) and call take ~0.15 s.
 MAX_ROUNDS = 1000
-# Calls slower than this get SLOW_ROUNDS: the python matmul at 1024³ took 4.5 s a call on 2 busy cores.
+# Calls slower than this (the python plugins at the large shapes take seconds a call) get SLOW_ROUNDS.
 SLOW_S = 1.0
 SLOW_ROUNDS = 3
 

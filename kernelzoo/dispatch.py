@@ -26,8 +26,8 @@ from kernelzoo.registry import Call, Implementation, Op, registry
 from kernelzoo.spec import _autograd_apply
 
 # Without tuning data, a fixed order (it also breaks ties within noise in the tuning database).
-# GPU: triton first, as it won 38 of the 48 tuned keys of relu, gelu, add and softmax on the
-# H100 (docs/tuning.md; torch won every matmul key, which the shipped winners cover). CPU:
+# GPU: triton first, as it wins most tuned keys of the elementwise and row ops
+# (docs/design/elementwise.md; torch wins every matmul key, which the shipped winners cover). CPU:
 # openmp, then torch. python is last everywhere. Triton on the CPU (its interpreter) is never
 # chosen automatically; third-party kinds follow in name order. An op whose benchmarks put
 # another plugin first names it in its own Op.default_order, which comes ahead of this.
@@ -203,7 +203,7 @@ def choose(op: Op, call: Call) -> Choice:
     forced = forced_plugin()
     key = _signature(op, call, forced)
     if key is not None:
-        try:  # the lookup hashes the key; hashing it once more beforehand, to test it, took 0.2-0.4 µs
+        try:  # the lookup hashes the key; testing it beforehand would hash it twice (docs/perf/call-path.md)
             chosen = _chosen.get(key)
         except TypeError:  # an unhashable argument
             key = chosen = None

@@ -21,7 +21,7 @@ from kernelzoo.registry import registry
 def _function(name: str) -> Callable[..., Any]:
     op = registry.op(name)
     library.register()  # torch.ops.kernelzoo.<op>, which torch.compile traces instead of this function's body
-    # a partial, not a wrapper function: one Python frame less a call (0.4 µs of the op's host time)
+    # a partial, not a wrapper function: one Python frame less a call (docs/perf/call-path.md)
     run = functools.partial(call_op, name)
     run.__name__ = run.__qualname__ = name  # type: ignore[attr-defined]
     run.__doc__ = type(op).__doc__
@@ -36,7 +36,7 @@ def __getattr__(name: str) -> Callable[..., Any]:
         function = _function(name)
     except KeyError as exc:
         raise AttributeError(str(exc)) from None
-    # kept as a module attribute: later lookups skip this hook (2 µs of a call on a 2-core Xeon). The function
+    # kept as a module attribute: later lookups skip this hook, which would run at every call. The function
     # finds its op in the registry at each call, so it stays right after a registry.reload().
     globals()[name] = function
     return function

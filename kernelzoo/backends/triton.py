@@ -98,7 +98,8 @@ def _arg_key(arg: Any) -> Any:
 
 @functools.cache
 def _runtime_knobs() -> Any:
-    """Triton's runtime settings (imported once: an import statement on every launch cost 0.2 µs)."""
+    """Triton's runtime settings, imported once: an import statement on every launch is host time per launch
+    (docs/perf/call-path.md)."""
     from triton import knobs
 
     return knobs.runtime

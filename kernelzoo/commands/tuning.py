@@ -47,8 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dtype", action="append", help="float32, float16 or bfloat16 (repeatable; default: all "
                    "the plugins take, or those the op names for tuning on the device)")
     p.add_argument("--device", help="cpu or cuda (default: cuda if there is a GPU)")
-    # 20: on the H100, 10 trials per plugin and key tuned matmul's 24 keys in 153 s; 20 keeps
-    # `kernelzoo tune --op matmul` well under 10 minutes while TPE still finds the good tiles
+    # 20 keeps `kernelzoo tune --op matmul` well under 10 minutes while TPE still finds the good tiles
+    # (docs/tuning.md)
     p.add_argument("--trials", type=int, default=20, help="trials per plugin and key, resumed runs included "
                    "(default 20; a smaller config space is searched exhaustively)")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds one trial may take, compile included "

@@ -362,7 +362,7 @@ def open_store(url: str | None = None, *, check: bool = False, write: bool = Fal
     """The database at ``url`` (a URL or a file path; default: :func:`kernelzoo.db.default_url`), opened once per
     process, its tables created if it is new.
 
-    ``check`` runs SQLite's quick check first (~75 ms on a 25 MB database: the tuner does,
+    ``check`` runs SQLite's quick check first (it reads the whole file, so the tuner does,
     an op call does not). A damaged kernelzoo file is replaced (:func:`replace_damaged`).
     Raises DatabaseError when the database cannot be opened, is not kernelzoo's, or its schema version does
     not fit. A read-only database opens (for reading) if its tables exist; with ``write`` (the tuner) it is

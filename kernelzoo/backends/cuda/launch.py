@@ -75,7 +75,7 @@ def _dims(value: tuple[int, ...] | int, what: str) -> tuple[int, int, int]:
 # Launch arguments reach cuLaunchKernel as one buffer, laid out as a C struct of the kernel's parameters
 # (each at its natural alignment: struct's native "@" layout), through its `extra` argument
 # (CU_LAUNCH_PARAM_BUFFER_POINTER, CU_LAUNCH_PARAM_BUFFER_SIZE, CU_LAUNCH_PARAM_END). One struct.pack per
-# launch instead of a C copy per argument: 28 arguments took 7.7 µs as copies, 0.4 µs packed (2-core Xeon).
+# launch instead of a C copy per argument, which costs a cffi conversion each (docs/perf/call-path.md).
 _BUFFER_POINTER, _BUFFER_SIZE, _LAUNCH_END = _ffi.cast("void *", 1), _ffi.cast("void *", 2), _ffi.NULL
 # the C types of a launch's per-call cffi objects, parsed once: by name, cffi looks each up again at every call
 _STREAM_TYPE, _EXTRA_TYPE = _ffi.typeof("CUstream"), _ffi.typeof("void *[5]")
@@ -198,8 +198,8 @@ class Kernel:
     def params(self, passed: int) -> list[tuple[int, int]]:
         """The (offset, size) in bytes of each of the kernel's parameters in its parameter buffer, from the
         compiled kernel (cuFuncGetParamInfo, CUDA 12.4 drivers on), for a launch that passes ``passed`` arguments.
-        Where the driver cannot count the parameters (cuFuncGetParamCount: documented from CUDA 13.4; the 13.0
-        driver of the H100 machine has none), those of the first ``passed`` indices: asking past the last is an
+        Where the driver cannot count the parameters (cuFuncGetParamCount: documented from CUDA 13.4; a 13.0
+        driver has none), those of the first ``passed`` indices: asking past the last is an
         API error that compute-sanitizer reports, so a kernel with more parameters than that is not caught here."""
         ok, reason = tensor_map_launch()
         if not ok:
