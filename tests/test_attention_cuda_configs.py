@@ -131,7 +131,7 @@ def test_the_split_backward_takes_head_dims_that_are_multiples_of_32():
 @pytest.mark.parametrize("d", [64, 128])
 def test_the_split_backward_compiles_without_a_large_spill(d):
     """NVRTC 13.5 (CI's wheel) gives 0 bytes without a mask at head dims 64 and 128 (8 with an additive mask at
-    128); NVRTC 13.0 (the H100 machine's, 2026-11-27) 64 bytes at 128, where the kernels were timed."""
+    128); NVRTC 13.0, with which the kernels were timed, 64 bytes at 128."""
     defines = attention_cuda.call_defines(backward_call(d), BWD.config({"SPLIT": 1}))
     _, log = ptxas_report(BWD, defines)
     assert "attention_backward_dkdv_dq" in log
@@ -293,7 +293,7 @@ def test_the_backward_wgmma_tiles_and_dq_share_fit_the_h100(on_sm90):
 @pytest.mark.parametrize(("d", "warps", "masked"), [(64, 4, False), (64, 8, False), (128, 8, False), (128, 8, True)])
 def test_the_backward_wgmma_kernel_compiles_for_sm90a_without_serialized_mmas(dtype, d, warps, masked):
     """ptxas keeps the wgmma chains asynchronous and the tile state in registers (2 stages): 202-255 registers, no
-    spill through NVRTC 13.5, 4 bytes with an additive mask at head dim 128 through 13.0 (the H100 machine's)."""
+    spill through NVRTC 13.5, 4 bytes with an additive mask at head dim 128 through 13.0."""
     defines = {**attention_cuda.call_defines(backward_call(d),
                                              BWD.config({"WGMMA": 1, "WARPS": warps, "BLOCK_OUTER": 16 * warps})),
                **({"MASK": 1, "MASK_T": "float"} if masked else {})}
