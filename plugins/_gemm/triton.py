@@ -1,42 +1,63 @@
-"""The GEMM family's Triton kernel: a tiled tl.dot GEMM over strided operands with an optional bias fused into
-its epilogue (linear, linear_backward and conv2d_backward's products), the launch of it and the checks of a config."""
+"""The GEMM family's Triton kernels: C = A·B (+ bias per column) over strided, optionally batched operands, as
+matmul, linear, linear_backward and conv2d_backward's products run them, and the launch and checks of a config.
+
+Two kernels compute the same products, and the config's ``TMA`` picks one:
+
+- ``gemm_tma_kernel`` (``TMA=1``, Hopper and later, and Triton's interpreter): persistent (one program per SM
+  walks the output tiles in grouped order), operands read by the tensor memory accelerator through descriptors.
+  TMA wants 16-byte aligned rows, so an operand whose rows are not (an odd N at 2 bytes an element) is first
+  copied into a padded buffer: one pass over it, against K passes of the product.
+- ``gemm_kernel`` (``TMA=0``, any GPU): one program per output tile, operands read through pointers and strides.
+
+Both accumulate in float32 (fp16/bf16 on the tensor cores, float32 in IEEE float32: no TF32) and go over K in the
+same order. Why the TMA kernel wins, and by how much: docs/design/gemm.md.
+"""
 
 from __future__ import annotations
+
+import functools
+from typing import NamedTuple
 
 import torch
 import triton
 import triton.language as tl
+from triton.runtime.errors import OutOfResources
+from triton.tools.tensor_descriptor import TensorDescriptor
 
-from kernelzoo.backends.triton import TritonImplementation, cdiv, launcher
+from kernelzoo.backends.triton import TritonImplementation, cdiv, interpreting, launcher
 from kernelzoo.errors import UnsupportedError
 
-# H100: 227 KiB of shared memory per block (opt-in), 255 registers per thread, of which the
-# accumulator may take half; a config beyond these does not compile, or spills.
+# Hopper: 227 KiB of shared memory per block (opt-in), 255 registers per thread, of which the accumulator may take
+# half; a config beyond these does not compile, or spills.
 MAX_SHARED_BYTES = 227 * 1024
 MAX_ACCUMULATORS_PER_THREAD = 128
+MAX_GRID_Y = 65535
+TMA_ALIGN = 16  # bytes: TMA's alignment of a descriptor's base address and of every stride but the last
 
 
 @triton.jit
-def gemm_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
-                stride_cm, stride_cn, HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, PRECISION: tl.constexpr):
-    # Grouped order: GROUP_M row-tiles sweep the columns together, so the B tiles they share are
-    # still in L2 when the neighbours need them.
-    pid = tl.program_id(0)
-    tiles_n = tl.cdiv(N, BLOCK_N)
+def _grouped_tile(tile, tiles_m, tiles_n, GROUP_M: tl.constexpr):
+    # Grouped order: GROUP_M row-tiles sweep the columns together, so the B tiles they share (and their A rows)
+    # are still in L2 when the neighbours need them.
     per_group = GROUP_M * tiles_n
-    first_m = (pid // per_group) * GROUP_M
-    group_m = min(tl.cdiv(M, BLOCK_M) - first_m, GROUP_M)
-    pid_m = first_m + (pid % per_group) % group_m
-    pid_n = (pid % per_group) // group_m
+    first_m = (tile // per_group) * GROUP_M
+    group_m = min(tiles_m - first_m, GROUP_M)
+    return first_m + (tile % per_group) % group_m, (tile % per_group) // group_m
 
+
+@triton.jit
+def gemm_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K, stride_ab, stride_am, stride_ak, stride_bb, stride_bk,
+                stride_bn, stride_cb, stride_cm, stride_cn, HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr,
+                BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, PRECISION: tl.constexpr):
+    pid_m, pid_n = _grouped_tile(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M)
+    batch = tl.program_id(1).to(tl.int64)
     rows = pid_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = pid_n.to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
     ks = tl.arange(0, BLOCK_K)
-    # Rows and columns past M and N wrap to real ones (% M): their loads need no mask, and what they
-    # compute lands in C's tail, which is never stored.
-    a_ptrs = a_ptr + (rows % M)[:, None] * stride_am + ks[None, :] * stride_ak
-    b_ptrs = b_ptr + ks[:, None] * stride_bk + (cols % N)[None, :] * stride_bn
+    # Rows and columns past M and N wrap to real ones (% M): their loads need no mask, and what they compute
+    # lands in C's tail, which is never stored.
+    a_ptrs = a_ptr + batch * stride_ab + (rows % M)[:, None] * stride_am + ks[None, :] * stride_ak
+    b_ptrs = b_ptr + batch * stride_bb + ks[:, None] * stride_bk + (cols % N)[None, :] * stride_bn
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k0 in range(0, K, BLOCK_K):
         k_left = K - k0
@@ -48,23 +69,184 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K, stride_am, stride_ak, st
         b_ptrs += BLOCK_K * stride_bk
     if HAS_BIAS:
         acc += tl.load(bias_ptr + cols, mask=cols < N, other=0.0).to(tl.float32)[None, :]
-    c_ptrs = c_ptr + rows[:, None] * stride_cm + cols[None, :] * stride_cn
+    c_ptrs = c_ptr + batch * stride_cb + rows[:, None] * stride_cm + cols[None, :] * stride_cn
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(rows[:, None] < M) & (cols[None, :] < N))
 
 
+@triton.jit
+def _load_tile(desc, batch, row, col, ROWS: tl.constexpr, COLS: tl.constexpr, TRANSPOSED: tl.constexpr,
+               BATCHED: tl.constexpr):
+    # The ROWS×COLS block at (row, col) of an operand, read through its descriptor: a transposed operand's
+    # descriptor holds its memory order (COLS×ROWS), so the block is read that way and transposed in registers.
+    # The tensor cores take either order from shared memory. Reads past the edges come back as zeros.
+    if TRANSPOSED:
+        block = desc.load([batch, col, row]).reshape(COLS, ROWS) if BATCHED else desc.load([col, row])
+        return block.T
+    return desc.load([batch, row, col]).reshape(ROWS, COLS) if BATCHED else desc.load([row, col])
+
+
+@triton.jit
+def _store_tile(desc, batch, row, col, tile, BATCHED: tl.constexpr):
+    if BATCHED:
+        desc.store([batch, row, col], tile.reshape(1, tile.shape[0], tile.shape[1]))
+    else:
+        desc.store([row, col], tile)
+
+
+@triton.jit
+def gemm_tma_kernel(a_desc, b_desc, c_desc, c_ptr, bias_ptr, M, N, K, BATCH, stride_cb, stride_cm, stride_cn,
+                    A_TRANSPOSED: tl.constexpr, A_BATCHED: tl.constexpr, B_TRANSPOSED: tl.constexpr,
+                    B_BATCHED: tl.constexpr, C_TMA: tl.constexpr, C_BATCHED: tl.constexpr,
+                    HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                    BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, PROGRAMS: tl.constexpr, SUBTILE: tl.constexpr,
+                    WARP_SPECIALIZE: tl.constexpr, PRECISION: tl.constexpr):
+    tiles_m = tl.cdiv(M, BLOCK_M)
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    per_batch = tiles_m * tiles_n
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    # one flattened loop over (tile, k step): the compiler pipelines the next tile's loads under this one's
+    # epilogue
+    for tile in tl.range(tl.program_id(0), per_batch * BATCH, PROGRAMS, flatten=True,
+                         warp_specialize=WARP_SPECIALIZE):
+        batch = tile // per_batch
+        pid_m, pid_n = _grouped_tile(tile % per_batch, tiles_m, tiles_n, GROUP_M)
+        off_m = pid_m * BLOCK_M
+        off_n = pid_n * BLOCK_N
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for ki in range(k_tiles):
+            off_k = ki * BLOCK_K
+            a = _load_tile(a_desc, batch, off_m, off_k, BLOCK_M, BLOCK_K, A_TRANSPOSED, A_BATCHED)
+            b = _load_tile(b_desc, batch, off_k, off_n, BLOCK_K, BLOCK_N, B_TRANSPOSED, B_BATCHED)
+            acc = tl.dot(a, b, acc, input_precision=PRECISION)
+        cols = off_n + tl.arange(0, BLOCK_N)
+        if HAS_BIAS:
+            acc += tl.load(bias_ptr + cols, mask=cols < N, other=0.0).to(tl.float32)[None, :]
+        if C_TMA:
+            if SUBTILE:  # two halves, each through half the shared memory
+                left, right = acc.reshape(BLOCK_M, 2, BLOCK_N // 2).permute(0, 2, 1).split()
+                _store_tile(c_desc, batch, off_m, off_n, left.to(c_ptr.dtype.element_ty), C_BATCHED)
+                _store_tile(c_desc, batch, off_m, off_n + BLOCK_N // 2, right.to(c_ptr.dtype.element_ty),
+                            C_BATCHED)
+            else:
+                _store_tile(c_desc, batch, off_m, off_n, acc.to(c_ptr.dtype.element_ty), C_BATCHED)
+        else:  # C's rows are not 16-byte aligned: plain stores
+            out = acc.to(c_ptr.dtype.element_ty)
+            rows = off_m + tl.arange(0, BLOCK_M)
+            c_ptrs = (c_ptr + batch.to(tl.int64) * stride_cb + rows.to(tl.int64)[:, None] * stride_cm
+                      + cols.to(tl.int64)[None, :] * stride_cn)
+            tl.store(c_ptrs, out, mask=(rows[:, None] < M) & (cols[None, :] < N))
+
+
+class Operand(NamedTuple):
+    """An operand as the TMA kernel reads it: its descriptor, whether the descriptor holds the transpose, and
+    whether it has a batch dimension (a broadcast operand has none)."""
+
+    desc: TensorDescriptor
+    transposed: bool
+    batched: bool
+
+
+def _tma_ready(t: torch.Tensor) -> bool:
+    """Whether a 2-D matrix can be read by TMA as it lies: unit stride one way, 16-byte aligned rows the other."""
+    size = t.element_size()
+    if t.data_ptr() % TMA_ALIGN:
+        return False
+    rows, cols = t.stride()
+    return (cols == 1 and rows * size % TMA_ALIGN == 0) or (rows == 1 and cols * size % TMA_ALIGN == 0)
+
+
+def _padded(t: torch.Tensor) -> torch.Tensor:
+    """A copy of a 2- or 3-D operand (…, R, C) whose rows are 16-byte aligned: C padded up, the padding unread."""
+    per_row = TMA_ALIGN // t.element_size()
+    cols = t.shape[-1]
+    buffer = t.new_empty((*t.shape[:-1], cdiv(max(cols, 1), per_row) * per_row))[..., :cols]
+    buffer.copy_(t)
+    return buffer
+
+
+def tma_operand(t3: torch.Tensor, block_rows: int, block_cols: int) -> Operand:
+    """The descriptor of a (batch, R, C) operand read in block_rows×block_cols blocks, copying it aligned first
+    if its layout does not allow TMA. A batch of 1, or a broadcast batch (stride 0), reads one matrix."""
+    batched = t3.shape[0] > 1 and t3.stride(0) != 0
+    matrices = t3 if batched else t3[:1]
+    size = t3.element_size()
+    if not (_tma_ready(matrices[0]) and (not batched or matrices.stride(0) * size % TMA_ALIGN == 0)):
+        matrices = _padded(matrices)
+    transposed = matrices.stride(-1) != 1
+    view = matrices.transpose(-1, -2) if transposed else matrices
+    block = [block_cols, block_rows] if transposed else [block_rows, block_cols]
+    if not batched:
+        view = view[0]
+    else:
+        block = [1, *block]
+    return Operand(TensorDescriptor(view, list(view.shape), list(view.stride()), block), transposed, batched)
+
+
+@functools.cache
+def multiprocessors(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
 def gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, bias: torch.Tensor | None, config: dict) -> None:
-    """c (M×N) = a (M×K) · b (K×N) (+ bias per column), any strides; c must not be empty."""
-    (m, k), n = a.shape, b.shape[1]
+    """c = a · b (+ bias per column), any strides: a (M×K) or (Ba, M, K), b (K×N) or (Bb, K, N), c (M×N) or
+    (B, M, N), a batch of 1 (or stride 0) broadcast. c must not be empty; the config's TMA picks the kernel."""
+    a3, b3, c3 = (t if t.dim() == 3 else t.unsqueeze(0) for t in (a, b, c))
+    (batch, m, n), k = c3.shape, a3.shape[-1]
     if a.is_cuda:
         check_fits(a.element_size(), config)
-    bias = bias.contiguous() if bias is not None else None
-    grid = (cdiv(m, config["BLOCK_M"]) * cdiv(n, config["BLOCK_N"]),)
-    launcher(gemm_kernel)[grid](
-        a, b, c, bias if bias is not None else c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-        c.stride(0), c.stride(1), HAS_BIAS=bias is not None, BLOCK_M=config["BLOCK_M"],
-        BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"], GROUP_M=config["GROUP_M"],
-        PRECISION="ieee" if a.dtype == torch.float32 else "tf32", num_warps=config["num_warps"],
+    if bias is not None:
+        bias = bias.contiguous()
+    precision = "tf32" if a.dtype != torch.float32 or tf32_allowed() else "ieee"
+    bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
+    try:
+        if config.get("TMA", 0) and k > 0:
+            _gemm_tma(a3, b3, c3, bias, config, precision)
+            return
+        if batch > MAX_GRID_Y:
+            raise UnsupportedError(f"triton gemm: batch {batch} exceeds the grid's {MAX_GRID_Y} on axis 1")
+        grid = (cdiv(m, bm) * cdiv(n, bn), batch)
+        launcher(gemm_kernel)[grid](
+            a3, b3, c3, bias if bias is not None else c3, m, n, k,
+            a3.stride(0) if a3.shape[0] > 1 else 0, a3.stride(1), a3.stride(2),
+            b3.stride(0) if b3.shape[0] > 1 else 0, b3.stride(1), b3.stride(2), *c3.stride(),
+            HAS_BIAS=bias is not None, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=config["GROUP_M"],
+            PRECISION=precision, num_warps=config["num_warps"], num_stages=config["num_stages"])
+    except OutOfResources as exc:  # shared memory, or threads its register use leaves
+        raise UnsupportedError(f"triton gemm: {config} does not fit this GPU for {a.dtype}: {exc}") from None
+
+
+def _gemm_tma(a3: torch.Tensor, b3: torch.Tensor, c3: torch.Tensor, bias: torch.Tensor | None, config: dict,
+              precision: str) -> None:
+    if c3.is_cuda and torch.cuda.get_device_capability(c3.device)[0] < 9:
+        raise UnsupportedError("triton gemm: TMA needs a GPU of compute capability 9.0 or newer")
+    (batch, m, n), k = c3.shape, a3.shape[-1]
+    bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
+    if precision == "tf32" and a3.dtype == torch.float32:
+        # TF32 products on Hopper's tensor cores read both operands K-major from shared memory
+        a3 = a3 if a3.stride(-1) == 1 else a3.contiguous()
+        b3 = b3 if b3.stride(-2) == 1 else b3.transpose(-1, -2).contiguous().transpose(-1, -2)
+    a_op, b_op = tma_operand(a3, bm, bk), tma_operand(b3, bk, bn)
+    c_tma = (_tma_ready(c3[0]) and c3.stride(-1) == 1
+             and (batch == 1 or c3.stride(0) * c3.element_size() % TMA_ALIGN == 0))
+    subtile = bool(config.get("SUBTILE", 0))
+    c_cols = bn // 2 if subtile else bn
+    c_view, c_block = (c3, [1, bm, c_cols]) if batch > 1 else (c3[0], [bm, c_cols])
+    c_desc = TensorDescriptor(c_view, list(c_view.shape), list(c_view.stride()), c_block) if c_tma else None
+    tiles = batch * cdiv(m, bm) * cdiv(n, bn)
+    programs = min(tiles, 4 if interpreting() else multiprocessors(c3.device.index or 0))
+    launcher(gemm_tma_kernel)[(programs,)](
+        a_op.desc, b_op.desc, c_desc, c3, bias if bias is not None else c3, m, n, k, batch, *c3.stride(),
+        A_TRANSPOSED=a_op.transposed, A_BATCHED=a_op.batched, B_TRANSPOSED=b_op.transposed,
+        B_BATCHED=b_op.batched, C_TMA=c_tma, C_BATCHED=batch > 1, HAS_BIAS=bias is not None, BLOCK_M=bm,
+        BLOCK_N=bn, BLOCK_K=bk, GROUP_M=config["GROUP_M"], PROGRAMS=programs, SUBTILE=subtile,
+        WARP_SPECIALIZE=bool(config.get("WS", 0)), PRECISION=precision, num_warps=config["num_warps"],
         num_stages=config["num_stages"])
+
+
+def tf32_allowed() -> bool:
+    """Whether float32 products may run on the tensor cores in TF32, as torch's matmul does: its own switch,
+    ``torch.backends.cuda.matmul.allow_tf32`` (set by ``torch.set_float32_matmul_precision("high")`` too)."""
+    return torch.backends.cuda.matmul.allow_tf32
 
 
 def check_fits(element_size: int, config: dict) -> None:
@@ -84,11 +266,17 @@ def check_fits(element_size: int, config: dict) -> None:
 class GemmTritonImplementation(TritonImplementation):
     """A triton plugin built on ``gemm``: its config space."""
 
-    config_space = {"BLOCK_M": [64, 128, 256], "BLOCK_N": [64, 128, 256], "BLOCK_K": [32, 64],
-                    "GROUP_M": [8], "num_warps": [4, 8], "num_stages": [3, 4]}
-    # fits every dtype: 98 KiB of shared memory at fp16, 196 KiB at fp32; 128 accumulators a thread
-    default_config = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 8,
-                      "num_stages": 4}
+    # TMA: the persistent TMA kernel (1) or the tiled pointer one (0); SUBTILE: the TMA kernel stores C in two
+    # halves (less shared memory for the epilogue, so a fourth stage fits); WS: the TMA kernel's loop is warp
+    # specialized (loads and products in separate warps)
+    config_space = {"TMA": [1, 0], "BLOCK_M": [64, 128, 256], "BLOCK_N": [64, 128, 256], "BLOCK_K": [32, 64],
+                    "GROUP_M": [8], "num_warps": [4, 8], "num_stages": [3, 4], "SUBTILE": [0, 1], "WS": [0, 1]}
+    # 144 KiB of shared memory at 2 bytes an element (stages and epilogue), 128 accumulators a thread
+    default_config = {"TMA": 1, "BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8,
+                      "num_stages": 3, "SUBTILE": 0, "WS": 0}
+    # the configs that led on the H200 (docs/design/gemm.md), tried before the search
+    tuning_seeds = ({"num_stages": 4, "SUBTILE": 1, "WS": 1}, {"num_stages": 4, "SUBTILE": 1}, {"SUBTILE": 1},
+                    {"BLOCK_M": 256, "BLOCK_N": 128}, {"BLOCK_N": 128, "BLOCK_K": 32, "SUBTILE": 1})
 
 
 # Blocks of the sums: a 32-channel × 128-element tile per step; a split reads at least SPLIT_ELEMENTS

@@ -29,7 +29,7 @@ from kernelzoo_plugins._gemm.spec import rows as rows  # re-exported: the plugin
 from kernelzoo import ops
 from kernelzoo.errors import ArgumentError, DeviceError, DTypeError
 from kernelzoo.registry import BadCase, Call, Case, Derivative, Op, check_same, check_tensor, randn
-from kernelzoo.tolerance import Tolerance
+from kernelzoo.tolerance import Tolerance, tf32_products, with_tf32
 
 
 class Linear(Op):
@@ -91,8 +91,13 @@ class Linear(Op):
         n = s["m"] * s["k"] + s["n"] * s["k"] + s["m"] * s["n"] + (s["n"] if "bias" in call.inputs else 0)
         return float(n * call.inputs["x"].element_size())
 
+    def flags(self, call: Call) -> str:
+        return "tf32" if tf32_products(call.dtype, call.device) else ""
+
     def tolerance(self, call: Call) -> Tolerance:
-        return reduction_tolerance(call.dtype, call.inputs["weight"].shape[1] + 1)  # K products and the bias
+        k = call.inputs["weight"].shape[1] + 1  # K products and the bias
+        tolerance = reduction_tolerance(call.dtype, k)
+        return with_tf32(tolerance, k) if tf32_products(call.dtype, call.device) else tolerance
 
     def cases(self) -> list[Case]:
         return [Case(case_id, make, small) for case_id, make, small in _cases()]

@@ -28,7 +28,7 @@ from kernelzoo_plugins._gemm.spec import (
 
 from kernelzoo.errors import ArgumentError, DeviceError, DTypeError
 from kernelzoo.registry import BadCase, Call, Case, Op, check_same, check_tensor, randn
-from kernelzoo.tolerance import Mismatch, Tolerance, verify_each
+from kernelzoo.tolerance import Mismatch, Tolerance, tf32_products, verify_each, with_tf32
 
 GRADIENT_NAMES = ("grad_x", "grad_weight", "grad_bias")
 
@@ -84,7 +84,8 @@ class LinearBackward(Op):
         return {"m": math.prod(x.shape[:-1]), "k": w.shape[1], "n": w.shape[0]}
 
     def flags(self, call: Call) -> str:
-        return "bias" if call.params["bias"] else ""
+        parts = ["bias"] if call.params["bias"] else []
+        return ",".join([*parts, "tf32"] if tf32_products(call.dtype, call.device) else parts)
 
     def flops(self, call: Call) -> float:
         s = self.sizes(call)
@@ -96,11 +97,16 @@ class LinearBackward(Op):
         return float(n * call.inputs["x"].element_size())
 
     def tolerance(self, call: Call) -> Tolerance:
-        return reduction_tolerance(call.dtype, max(self.sizes(call).values()))  # the loosest; verify is per output
+        return self._tolerance(call, max(self.sizes(call).values()))  # the loosest; verify is per output
+
+    @staticmethod
+    def _tolerance(call: Call, k: int) -> Tolerance:
+        tolerance = reduction_tolerance(call.dtype, k)
+        return with_tf32(tolerance, k) if tf32_products(call.dtype, call.device) else tolerance
 
     def verify(self, call: Call, outputs: Any, reference: Any) -> Mismatch | None:
         s = self.sizes(call)  # grad_x sums over N; grad_weight and grad_bias over the M tokens
-        tolerances = [reduction_tolerance(call.dtype, n) for n in (s["n"], s["m"], s["m"])]
+        tolerances = [self._tolerance(call, n) for n in (s["n"], s["m"], s["m"])]
         return verify_each(call, outputs, reference, GRADIENT_NAMES, tolerances)
 
     def cases(self) -> list[Case]:

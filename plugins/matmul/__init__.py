@@ -18,7 +18,7 @@ from kernelzoo import ops
 from kernelzoo.autograd import reduced
 from kernelzoo.errors import ArgumentError, DeviceError, DTypeError
 from kernelzoo.registry import BadCase, Call, Case, Derivative, Op, check_same, check_tensor, randn
-from kernelzoo.tolerance import Tolerance
+from kernelzoo.tolerance import Tolerance, tf32_products, with_tf32
 
 
 def batched(call: Call) -> tuple[torch.Tensor, torch.Tensor, int]:
@@ -27,6 +27,12 @@ def batched(call: Call) -> tuple[torch.Tensor, torch.Tensor, int]:
     a3 = a if a.dim() == 3 else a.unsqueeze(0)
     b3 = b if b.dim() == 3 else b.unsqueeze(0)
     return a3, b3, a3.shape[0] if b3.shape[0] == 1 else b3.shape[0]
+
+
+def unaligned(t: torch.Tensor) -> bool:
+    """Whether a stride of t other than the unit one (of a dim longer than 1) is not a multiple of 16 bytes."""
+    per_16_bytes = max(1, 16 // t.element_size())
+    return any(stride != 1 and size > 1 and stride % per_16_bytes for stride, size in zip(t.stride(), t.shape))
 
 
 def output_shape(call: Call) -> tuple[int, ...]:
@@ -53,7 +59,8 @@ class Matmul(Op):
     # (M, N, K) or (B, M, N, K); every GPU one moves more than the 50 MB L2 holds
     shapes = {
         "cuda": [(4096, 4096, 4096), (8192, 8192, 8192), (16, 1024, 1024, 1024), (4096, 4096, 1024),
-                 (8192, 8192, 1024), (4096, 14336, 4096), (16384, 4096, 4096), (32, 512, 512, 4096)],
+                 (8192, 8192, 1024), (4096, 14336, 4096), (16384, 4096, 4096), (32, 512, 512, 4096),
+                 (16384, 1024, 4096), (4095, 4097, 4096)],
         "cpu": [(1024, 1024, 1024), (512, 512, 512), (8, 256, 256, 256)],
     }
 
@@ -93,6 +100,16 @@ class Matmul(Op):
         names = ("batch", "m", "n", "k") if batched_call else ("m", "n", "k")
         return "x".join(str(sizes[name]) for name in names)
 
+    def flags(self, call: Call) -> str:
+        """"tf32" when float32 products may run in TF32 (kernelzoo.tolerance.tf32_products), "unaligned" when an
+        operand's rows are not 16-byte aligned: cuBLAS's fast kernels and TMA need that alignment, so the fastest
+        plugin differs there."""
+        a, b = call.inputs["a"], call.inputs["b"]
+        parts = ["tf32"] if tf32_products(call.dtype, call.device) else []
+        if unaligned(a) or unaligned(b):
+            parts.append("unaligned")
+        return ",".join(parts)
+
     def flops(self, call: Call) -> float:
         s = self.sizes(call)
         return 2.0 * s["batch"] * s["m"] * s["n"] * s["k"]
@@ -113,7 +130,10 @@ class Matmul(Op):
         # bias adds up to an error ~u·K·sqrt(K)/8 (simulated: 11·u·K at K = 8192), so half types
         # get u·K·sqrt(K)/4 more. fp16/bf16 outputs also carry their own rounding (4.9e-4 / 3.9e-3
         # relative), which the table's rtol covers. Inputs are unit-normal, as example() draws them.
-        return reduction_tolerance(call.dtype, call.inputs["a"].shape[-1])
+        # TF32 products (allowed by torch's switch) add their input rounding: kernelzoo.tolerance.with_tf32.
+        k = call.inputs["a"].shape[-1]
+        tolerance = reduction_tolerance(call.dtype, k)
+        return with_tf32(tolerance, k) if tf32_products(call.dtype, call.device) else tolerance
 
     def cases(self) -> list[Case]:
         return [Case(case_id, make, small) for case_id, make, small in _cases()]
