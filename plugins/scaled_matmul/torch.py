@@ -1,4 +1,4 @@
-"""torch._scaled_mm (cuBLASLt, or CUTLASS for row-wise scales, on the GPU; upcast GEMM on the CPU): the baseline.
+"""torch._scaled_mm (cuBLASLt or CUTLASS on the GPU, its CPU kernel on the CPU): the baseline.
 
 On the GPU it takes a row-major a and a column-major b, N and K multiples of 16, no bias with a float32 output,
 and needs compute capability 8.9 or newer; a call outside that is refused with the reason, and one that
