@@ -78,6 +78,8 @@ class ScaledMatmul(Op):
     # Untuned, torch._scaled_mm (cuBLAS) first on the GPU wherever it can run the call: the vendor's FP8 GEMM is
     # the one the Triton kernel has to beat, and only tuning on the GPU can tell which is faster at a shape
     default_order = {"cuda": ("torch",)}
+    # e4m3 is the 8-bit float of forward passes; `kernelzoo tune --dtype float8_e5m2` tunes the other
+    tune_dtypes = {"cuda": (torch.float8_e4m3fn,)}
     # benchmarks and tuning cover both kinds of scales
     variants = ({"scales": "tensor"}, {"scales": "row"})
 
