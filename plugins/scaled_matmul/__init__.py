@@ -6,8 +6,9 @@ GPU, no e5m2 × e5m2 product). The scales are float32 and dequantize the operand
 or row-wise (scale_a of shape (M, 1), one per row of a; scale_b of shape (1, N), one per column of b). bias is a
 vector of N in out_dtype; out_dtype is bfloat16, float16 or float32. Products are accumulated in float32.
 torch._scaled_mm wants a row-major and b column-major (b the transpose of a row-major N×K matrix): the torch
-plugin takes only that, the others any strides. Forward only: there is no backward, and an input that requires
-grad is refused. Shapes and shape strings read M×N×K; a call's dtype is a's.
+plugin takes only that, the others any strides. Forward only: the op declares no derivative, so its output
+requires no grad whatever its inputs do (as every kernelzoo op without one). Shapes and shape strings read M×N×K;
+a call's dtype is a's.
 """
 
 from __future__ import annotations
@@ -132,14 +133,6 @@ class ScaledMatmul(Op):
                             f"shape (M, 1) = ({m}, 1) and scale_b of shape (1, N) = (1, {n})), got scale_a of shape "
                             f"({', '.join(map(str, scale_a.shape))}) and scale_b of shape "
                             f"({', '.join(map(str, scale_b.shape))})")
-
-    def needs_autograd(self, call: Call) -> bool:
-        if torch.is_grad_enabled():
-            for name, t in call.inputs.items():
-                if t.requires_grad:
-                    raise ArgumentError(f"{self.name}: {name} requires grad, but the op is forward only (no "
-                                        f"backward, as torch._scaled_mm); pass {name}.detach()")
-        return False
 
     def reference(self, call: Call) -> torch.Tensor:
         a, b = dequantized(call, torch.float64)

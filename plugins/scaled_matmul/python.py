@@ -14,6 +14,7 @@ class ScaledMatmulPython(PythonImplementation):
     op = "scaled_matmul"
     dtypes = {"cpu": FP8, "cuda": FP8}  # a's dtype; the output's is out_dtype
 
+    @torch.no_grad()  # forward only: the output requires no grad, as the compiled plugins' do
     def run(self, call: Call, config: dict) -> torch.Tensor:
         a, b = dequantized(call, torch.float32)  # (M, K), (K, N)
         out = a @ b

@@ -46,6 +46,7 @@ class ScaledMatmulTorch(TorchImplementation):
             return "torch._scaled_mm returns zeros, without the bias, when K is 0"
         return None
 
+    @torch.no_grad()  # forward only: the output requires no grad, as the compiled plugins' do
     def run(self, call: Call, config: dict) -> torch.Tensor:
         scale_a, scale_b = call.inputs["scale_a"], call.inputs["scale_b"]
         if rowwise(call):  # it reads row-wise scales as dense vectors
