@@ -23,8 +23,8 @@ from kernelzoo.errors import ArgumentError, DeviceError, DTypeError
 from kernelzoo.registry import FLOATS, FP8, BadCase, Call, Case, Op, check_tensor, dtype_name, parse_dtype, randn
 from kernelzoo.tolerance import Mismatch, Tolerance, check_close
 
-# the dtypes a torch.float8 tensor is taken in when a suite hands a case another dtype (the custom-op checks, CUDA
-# graphs and `kernelzoo demo` draw every op's inputs in float32)
+# a's 8-bit float where a suite hands a case or an example another dtype (the custom-op checks, CUDA graphs and
+# `kernelzoo demo` draw every op's inputs in float32)
 DEFAULT_FP8 = torch.float8_e4m3fn
 
 
@@ -119,7 +119,7 @@ class ScaledMatmul(Op):
         for name, t in inputs.items():
             if t.device != a.device:
                 raise DeviceError(f"{self.name}: a is on {a.device} but {name} is on {t.device}; expected one device")
-        return Call(self, inputs, {"out_dtype": dtype_name(out_dtype), "scales": scales, "bias": bias is not None,
+        return Call(self, inputs, {"out_dtype": dtype_name(out_dtype), "scales": scales, "with_bias": bias is not None,
                                    "b_dtype": dtype_name(b.dtype)})
 
     def _scale_kind(self, a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor) -> str:
@@ -146,14 +146,14 @@ class ScaledMatmul(Op):
 
     def example(self, shape: Sequence[int], dtype: torch.dtype, device: torch.device | str,
                 generator: torch.Generator | None = None, *, out_dtype: str = "bfloat16", scales: str = "tensor",
-                bias: bool = False, b_dtype: str | None = None) -> Call:
+                with_bias: bool = False, b_dtype: str | None = None) -> Call:
         """Unit-normal a (M×K) and weights (N×K) quantized with amax scales; b is the weights' transpose (K×N,
         column-major, as torch._scaled_mm wants it). ``dtype`` is a's 8-bit float (e4m3 for another dtype), b is
         e4m3 unless ``b_dtype`` says otherwise."""
         m, n, k = shape
         a_dtype = dtype if dtype in FP8 else DEFAULT_FP8
         args, kwargs = _inputs(m, n, k, device, a_dtype, generator, scales=scales, out=parse_dtype(out_dtype),
-                               bias=bias, b_dtype=parse_dtype(b_dtype) if b_dtype else DEFAULT_FP8)
+                               bias=with_bias, b_dtype=parse_dtype(b_dtype) if b_dtype else DEFAULT_FP8)
         return self.check(*args, **kwargs)
 
     def sizes(self, call: Call) -> dict[str, int]:
@@ -163,7 +163,7 @@ class ScaledMatmul(Op):
     def flags(self, call: Call) -> str:
         p = call.params
         b_dtype = "" if p["b_dtype"] == dtype_name(call.dtype) else f"b-{p['b_dtype']}"
-        return "-".join(filter(None, [p["out_dtype"], "row" if rowwise(call) else "", "bias" if p["bias"] else "",
+        return "-".join(filter(None, [p["out_dtype"], "row" if rowwise(call) else "", "bias" if p["with_bias"] else "",
                                       b_dtype]))
 
     def flops(self, call: Call) -> float:
