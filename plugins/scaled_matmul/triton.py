@@ -4,9 +4,10 @@ applied once in the epilogue, tiles in grouped order for L2 reuse.
 Each program computes one BLOCK_M×BLOCK_N tile of the output, stepping over K by BLOCK_K; loads are masked past K,
 and rows and columns past M and N wrap to real ones (their results are never stored), so any size works.
 Operands are read through their strides: any layout runs, b column-major (torch._scaled_mm's) feeds the tensor
-cores without a transpose. The products of two 8-bit floats are exact in float32; on Hopper the tensor cores
-add them in a narrower accumulator, which each K step promotes into the float32 one (max_num_imprecise_acc),
-as torch._scaled_mm does by default.
+cores without a transpose. The products of two 8-bit floats are exact in float32, but Hopper's tensor cores add
+them in an accumulator narrower than float32: every PROMOTE_K of K the kernel adds that partial sum into its float32
+one (Triton's max_num_imprecise_acc), more often being more precise and slower; the tuner keeps the fastest that
+still verifies.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ def _scaled_matmul_kernel(a_ptr, b_ptr, c_ptr, scale_a_ptr, scale_b_ptr, bias_pt
                           stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
                           stride_scale_a, stride_scale_b, stride_bias,
                           ROW_SCALES: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr,
-                          BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+                          BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+                          PROMOTE_K: tl.constexpr):
     # Grouped order: GROUP_M row-tiles sweep the columns together, so the B tiles they share (and their A rows)
     # are still in L2 when the neighbours need them.
     pid = tl.program_id(0)
@@ -58,7 +60,7 @@ def _scaled_matmul_kernel(a_ptr, b_ptr, c_ptr, scale_a_ptr, scale_b_ptr, bias_pt
         k_left = K - k0
         a = tl.load(a_ptrs, mask=ks[None, :] < k_left, other=0.0)
         b = tl.load(b_ptrs, mask=ks[:, None] < k_left, other=0.0)
-        acc = tl.dot(a, b, acc, max_num_imprecise_acc=BLOCK_K)
+        acc = tl.dot(a, b, acc, max_num_imprecise_acc=PROMOTE_K)
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
     # the scales multiply the sums, not every product: (a·sa) @ (b·sb) = sa·sb·(a @ b), per row and column
@@ -83,13 +85,14 @@ class ScaledMatmulTriton(TritonImplementation):
     op = "scaled_matmul"
     dtypes = {"cuda": FP8, "cpu": FP8}  # a's dtype; the output's is out_dtype
     # Sizes that make sense on an H100 or H200; per call, a tile whose stages do not fit shared memory, or whose
-    # accumulator would spill, is rejected.
+    # accumulator would spill, is rejected. PROMOTE_K is in K elements, 32 a Hopper FP8 instruction's depth (a
+    # value past BLOCK_K promotes once a step).
     config_space = {"BLOCK_M": [64, 128, 256], "BLOCK_N": [64, 128, 256], "BLOCK_K": [64, 128],
-                    "GROUP_M": [8], "num_warps": [4, 8], "num_stages": [3, 4, 5]}
+                    "GROUP_M": [8], "num_warps": [4, 8], "num_stages": [3, 4, 5], "PROMOTE_K": [32, 64, 128]}
     # Hopper's FP8 tile: 128×256 outputs (128 accumulators a thread over 8 warps), 128-deep steps of 48 KiB,
-    # three in flight (144 KiB of shared memory)
+    # three in flight (144 KiB of shared memory); every instruction's sum promoted, the most precise
     default_config = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 128, "GROUP_M": 8, "num_warps": 8,
-                      "num_stages": 3}
+                      "num_stages": 3, "PROMOTE_K": 32}
 
     def supports(self, call: Call) -> str | None:
         why = super().supports(call)
@@ -115,7 +118,8 @@ class ScaledMatmulTriton(TritonImplementation):
                 scale_a.stride(0) if row else 0, scale_b.stride(1) if row else 0,
                 bias.stride(0) if bias is not None else 0,
                 ROW_SCALES=row, HAS_BIAS=bias is not None, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
-                BLOCK_K=config["BLOCK_K"], GROUP_M=config["GROUP_M"], num_warps=config["num_warps"],
+                BLOCK_K=config["BLOCK_K"], GROUP_M=config["GROUP_M"],
+                PROMOTE_K=min(config["PROMOTE_K"], config["BLOCK_K"]), num_warps=config["num_warps"],
                 num_stages=config["num_stages"])
         except OutOfResources as exc:  # shared memory, or threads its register use leaves
             raise UnsupportedError(f"scaled_matmul/triton: {config} does not fit this GPU: {exc}") from None
