@@ -5,10 +5,9 @@ time a call, which wraps every call in Python):
 
 - a schema read off its ``check()`` signature (``Tensor``, ``Tensor?``, ``Tensor[]``, ``int``, ``float``,
   ``bool``, ``str``, ``ScalarType`` (a ``torch.dtype``) and lists of ints; :attr:`Op.schema_types` names the
-  others). In-place ops (``Op.inplace``)
-  declare the inputs they write (``Tensor(a!)``) and return nothing; an op whose implementations return several
-  tensors (:attr:`Op.outputs`) returns ``Tensor[]``, all of them (extras for the backward included, as
-  ``dispatch.run_op`` gives);
+  others). In-place ops (``Op.inplace``) declare the inputs they write (``Tensor(a!)``) and return nothing; an op
+  whose implementations return several tensors (:attr:`Op.outputs`) returns ``Tensor[]``, all of them (extras for
+  the backward included, as ``dispatch.run_op`` gives);
 - an implementation that checks the arguments and runs what dispatch chooses, exactly as
   ``kernelzoo.ops.<op>`` does, so a compiled program runs the same tuned winner with the same key. Its outputs
   are contiguous and never alias an input, as a custom op's must;
