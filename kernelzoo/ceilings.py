@@ -26,12 +26,17 @@ class Ceilings:
         """The least time a call can take here: max(FLOPs / peak, bytes / bandwidth), in ms.
 
         A dtype without its own peak (a CPU calibration measures float32 only) uses float32's:
-        CPUs compute float16 and bfloat16 elementwise ops in float32. None without either.
+        CPUs compute float16 and bfloat16 elementwise ops in float32. An 8-bit float without one gets twice
+        bfloat16's, where that is known: the tensor cores that take 8-bit floats (Ada, Hopper) multiply them at
+        twice their 16-bit rate. None without any of these.
         """
         memory = nbytes / (self.bandwidth_gbs * 1e9) * 1e3
         if flops <= 0:
             return memory
-        peak = self.tflops.get(dtype) or self.tflops.get("float32")
+        peak = self.tflops.get(dtype)
+        if peak is None and dtype.startswith("float8") and "bfloat16" in self.tflops:
+            peak = 2 * self.tflops["bfloat16"]
+        peak = peak or self.tflops.get("float32")
         return None if peak is None else max(memory, flops / (peak * 1e12) * 1e3)
 
     def to_dict(self) -> dict[str, Any]:

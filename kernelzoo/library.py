@@ -4,10 +4,10 @@ Each op gets, through ``torch.library``'s low-level ``Library`` API (it costs a 
 time a call, which wraps every call in Python):
 
 - a schema read off its ``check()`` signature (``Tensor``, ``Tensor?``, ``Tensor[]``, ``int``, ``float``,
-  ``bool``, ``str`` and lists of ints; :attr:`Op.schema_types` names the others). In-place ops (``Op.inplace``)
-  declare the inputs they write (``Tensor(a!)``) and return nothing; an op whose implementations return several
-  tensors (:attr:`Op.outputs`) returns ``Tensor[]``, all of them (extras for the backward included, as
-  ``dispatch.run_op`` gives);
+  ``bool``, ``str``, ``ScalarType`` (a ``torch.dtype``) and lists of ints; :attr:`Op.schema_types` names the
+  others). In-place ops (``Op.inplace``) declare the inputs they write (``Tensor(a!)``) and return nothing; an op
+  whose implementations return several tensors (:attr:`Op.outputs`) returns ``Tensor[]``, all of them (extras for
+  the backward included, as ``dispatch.run_op`` gives);
 - an implementation that checks the arguments and runs what dispatch chooses, exactly as
   ``kernelzoo.ops.<op>`` does, so a compiled program runs the same tuned winner with the same key. Its outputs
   are contiguous and never alias an input, as a custom op's must;
@@ -45,6 +45,7 @@ _TYPES: Mapping[str, str] = {
     "int": "int", "int|None": "int?", "float": "float", "float|None": "float?", "bool": "bool",
     "str": "str", "str|None": "str?",
     "Sequence[int]": "int[]", "tuple[int,...]": "int[]", "list[int]": "int[]",
+    "torch.dtype": "ScalarType", "torch.dtype|None": "ScalarType?",
     # an int or a list of them: int[1] takes both
     "int|Sequence[int]": "int[1]", "int|Sequence[int]|None": "int[1]?",
 }
@@ -74,6 +75,8 @@ def _default(kind: str, value: Any) -> str:
         return "None"
     if isinstance(value, bool):
         return str(value)
+    if isinstance(value, torch.dtype):  # torch.bfloat16 -> bfloat16, the name the schema parser reads
+        return str(value).removeprefix("torch.")
     if isinstance(value, str):
         return f'"{value}"'
     if kind.startswith("float"):

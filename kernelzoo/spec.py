@@ -24,7 +24,11 @@ from kernelzoo.errors import ArgumentError, DeviceError, DTypeError, Unsupported
 from kernelzoo.tolerance import Mismatch, Tolerance, check_close, tolerance_for
 
 FLOATS = (torch.float32, torch.float16, torch.bfloat16)
-DTYPE_NAMES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
+# 8-bit floats: the operands of the scaled (FP8) GEMMs, which compute in wider types
+FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
+# every dtype kernelzoo names (a tuning key's, a bench row's), in the order tuning and benchmarks take them
+DTYPE_NAMES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16",
+               torch.float8_e4m3fn: "float8_e4m3fn", torch.float8_e5m2: "float8_e5m2"}
 
 
 class _PoisonFlag(threading.local):
@@ -44,9 +48,10 @@ def dtype_name(dtype: torch.dtype) -> str:
 
 
 def parse_dtype(name: str) -> torch.dtype:
-    """torch dtype from 'float32' / 'fp16' / 'bf16' style names."""
+    """torch dtype from 'float32' / 'fp16' / 'bf16' / 'e4m3' style names."""
     aliases = {"fp32": "float32", "f32": "float32", "fp16": "float16", "half": "float16",
-               "f16": "float16", "bf16": "bfloat16"}
+               "f16": "float16", "bf16": "bfloat16", "e4m3": "float8_e4m3fn", "fp8": "float8_e4m3fn",
+               "e5m2": "float8_e5m2"}
     name = aliases.get(name, name)
     for dtype, known in DTYPE_NAMES.items():
         if known == name:

@@ -70,6 +70,8 @@ def test_conformance(impl, device, dtype, case):
     for name, value in call.inputs.items():
         if name not in op.inplace:
             for now, then in zip(input_tensors(value), input_tensors(before[name])):
+                if now.is_floating_point() and now.element_size() == 1:  # 8-bit floats: no isnan, no nan_to_num
+                    now, then = now.float(), then.float()
                 assert torch.equal(now.isnan(), then.isnan()), f"input {name} was modified"
                 assert torch.equal(now.nan_to_num(), then.nan_to_num()), f"input {name} was modified"
 

@@ -63,6 +63,15 @@ def _args(name: str, case, grad: bool, device: torch.device = CPU) -> tuple[tupl
     return args, kwargs
 
 
+def _opcheck(name: str, args: tuple, kwargs: dict) -> None:
+    tests = ("test_schema", "test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic")
+    if any(isinstance(t, torch.Tensor) and t.is_floating_point() and t.element_size() == 1
+           for t in torch.utils._pytree.tree_leaves((args, kwargs))):
+        # the schema test compares each input before and after with allclose, which has no 8-bit float kernel
+        tests = tests[1:]
+    torch.library.opcheck(getattr(torch.ops.kernelzoo, name).default, args, kwargs, test_utils=tests)
+
+
 def test_every_registered_op_is_a_custom_op() -> None:
     for name in OPS:
         packet = getattr(torch.ops.kernelzoo, name)
@@ -76,7 +85,7 @@ def test_opcheck(name: str, index: int) -> None:
     cases = _cases(name)
     assert cases, f"{name} has no small conformance case without NaN outputs"
     args, kwargs = _args(name, cases[index], grad=True)
-    torch.library.opcheck(getattr(torch.ops.kernelzoo, name).default, args, kwargs)
+    _opcheck(name, args, kwargs)
 
 
 @pytest.mark.gpu
@@ -86,7 +95,7 @@ def test_opcheck_on_the_gpu(name: str) -> None:
     cases = _cases(name, "cuda")
     assert cases, f"{name} has no small conformance case without NaN outputs"
     args, kwargs = _args(name, cases[0], grad=True, device=torch.device("cuda"))
-    torch.library.opcheck(getattr(torch.ops.kernelzoo, name).default, args, kwargs)
+    _opcheck(name, args, kwargs)
 
 
 @pytest.mark.parametrize("name", OPS)

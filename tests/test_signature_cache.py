@@ -34,8 +34,8 @@ def _twin(value: object) -> object:
         return t
     span = 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride()) if n > 0) if t.numel() else 0
     base = torch.zeros(span, dtype=t.dtype, device=t.device)
-    if t.is_floating_point():
-        base.normal_(generator=torch.Generator(t.device).manual_seed(0))
+    if t.is_floating_point():  # drawn in float32: 8-bit floats have no random kernels
+        base.copy_(torch.randn(span, generator=torch.Generator(t.device).manual_seed(0), device=t.device))
     twin = base.as_strided(t.shape, t.stride())
     return torch.nn.Parameter(twin, requires_grad=t.requires_grad) if type(t) is torch.nn.Parameter \
         else twin.requires_grad_(t.requires_grad)

@@ -13,7 +13,7 @@ from kernelzoo import dispatch
 from kernelzoo.backends.triton import TritonImplementation, interpreting
 from kernelzoo.ceilings import Ceilings
 from kernelzoo.registry import (
-    FLOATS,
+    DTYPE_NAMES,
     Call,
     Implementation,
     Op,
@@ -75,7 +75,7 @@ def default_dtypes(op: str, device_type: str) -> list[str]:
     impls = {i.plugin: i for i in registry.implementations(op)}
     chosen = [impls[BASELINE]] if BASELINE in impls else impls.values()
     offered = {d for impl in chosen for d in impl.dtypes.get(device_type, ())}
-    return [dtype_name(d) for d in FLOATS if d in offered]
+    return [dtype_name(d) for d in DTYPE_NAMES if d in offered]
 
 
 def cases(op: str, device_type: str, *, plugins: Sequence[str] | None = None, dtypes: Sequence[str] | None = None,

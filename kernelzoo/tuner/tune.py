@@ -22,7 +22,7 @@ from kernelzoo.db.ranking import by_key, pick_winner
 from kernelzoo.db.store import Store
 from kernelzoo.errors import ArgumentError, UnsupportedError
 from kernelzoo.fingerprint import Fingerprint, cpu_fingerprint
-from kernelzoo.registry import FLOATS, dtype_name, parse_dtype, registry
+from kernelzoo.registry import DTYPE_NAMES, dtype_name, parse_dtype, registry
 from kernelzoo.tuner.leaders import retime_leaders
 from kernelzoo.tuner.pool import WorkerLost, WorkerPool
 from kernelzoo.tuner.progress import Progress
@@ -70,8 +70,8 @@ def plugins_for(op: str, device: str, requested: Sequence[str] | None) -> list[s
 def default_dtypes(op: str, plugins: Sequence[str], kind: str) -> list[str]:
     """The dtypes tuned when none is asked for: those the plugins take on ``kind`` that the op tunes there."""
     offered = {d for p in plugins for d in registry.impl(op, p).dtypes.get(kind, ())}
-    wanted = registry.op(op).tune_dtypes.get(kind, FLOATS)
-    return [dtype_name(d) for d in FLOATS if d in offered and d in wanted]
+    wanted = registry.op(op).tune_dtypes.get(kind, DTYPE_NAMES)
+    return [dtype_name(d) for d in DTYPE_NAMES if d in offered and d in wanted]
 
 
 def device_fingerprint(pool: WorkerPool, device: str, plugin: str = PROBE) -> Fingerprint:
