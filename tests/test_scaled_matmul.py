@@ -164,14 +164,14 @@ def test_tuning_and_benchmarks_take_the_8_bit_input_dtypes() -> None:
 @pytest.mark.skipif(not triton_backend.interpreting() and not torch.cuda.is_available(),
                     reason="Triton runs neither on a GPU nor in its interpreter here")
 def test_triton_rejects_a_config_that_cannot_fit() -> None:
-    from kernelzoo_plugins.scaled_matmul.triton import check_fits
+    from kernelzoo_plugins._gemm.limits import check_fits
 
     impl = registry.impl("scaled_matmul", "triton")
-    check_fits(impl.config())
+    check_fits(1, impl.config())
     with pytest.raises(UnsupportedError, match="KiB of shared memory"):
-        check_fits(impl.config({"BLOCK_M": 256, "BLOCK_N": 256, "num_stages": 5}))
+        check_fits(1, impl.config({"BLOCK_M": 256, "BLOCK_N": 256, "num_stages": 5}))
     with pytest.raises(UnsupportedError, match="accumulators"):
-        check_fits(impl.config({"BLOCK_M": 256, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 4, "num_stages": 3}))
+        check_fits(1, impl.config({"BLOCK_M": 256, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 4, "num_stages": 3}))
 
 
 @needs_gpu

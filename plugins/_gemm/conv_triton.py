@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from kernelzoo_plugins._gemm.triton import check_fits
+from kernelzoo_plugins._gemm.limits import check_fits
 
 from kernelzoo.backends.triton import TritonImplementation, cdiv, launcher
 

@@ -21,16 +21,14 @@ from typing import NamedTuple
 import torch
 import triton
 import triton.language as tl
+from kernelzoo_plugins._gemm.limits import check_fits
 from triton.runtime.errors import OutOfResources
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from kernelzoo.backends.triton import TritonImplementation, cdiv, interpreting, launcher
 from kernelzoo.errors import UnsupportedError
+from kernelzoo.registry import FP8
 
-# Hopper: 227 KiB of shared memory per block (opt-in), 255 registers per thread, of which the accumulator may take
-# half; a config beyond these does not compile, or spills.
-MAX_SHARED_BYTES = 227 * 1024
-MAX_ACCUMULATORS_PER_THREAD = 128
 MAX_GRID_Y = 65535
 TMA_ALIGN = 16  # bytes: TMA's alignment of a descriptor's base address and of every stride but the last
 
@@ -46,9 +44,26 @@ def _grouped_tile(tile, tiles_m, tiles_n, GROUP_M: tl.constexpr):
 
 
 @triton.jit
-def gemm_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K, stride_ab, stride_am, stride_ak, stride_bb, stride_bk,
-                stride_bn, stride_cb, stride_cm, stride_cn, HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr,
-                BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, PRECISION: tl.constexpr):
+def _epilogue(acc, scale_a_ptr, scale_b_ptr, bias_ptr, rows, cols, M, N, SCALES: tl.constexpr,
+              HAS_BIAS: tl.constexpr):
+    # Scales dequantize the products' sums, not each product: (a·sa) @ (b·sb) = sa·sb·(a @ b), with one scale a
+    # tensor (SCALES 1) or one a row of A and a column of B (SCALES 2); the bias comes after them.
+    if SCALES == 1:
+        acc = acc * (tl.load(scale_a_ptr) * tl.load(scale_b_ptr))
+    elif SCALES == 2:
+        scale_a = tl.load(scale_a_ptr + rows, mask=rows < M, other=0.0)
+        scale_b = tl.load(scale_b_ptr + cols, mask=cols < N, other=0.0)
+        acc = acc * scale_a[:, None] * scale_b[None, :]
+    if HAS_BIAS:
+        acc += tl.load(bias_ptr + cols, mask=cols < N, other=0.0).to(tl.float32)[None, :]
+    return acc
+
+
+@triton.jit
+def gemm_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, scale_a_ptr, scale_b_ptr, M, N, K, stride_ab, stride_am, stride_ak,
+                stride_bb, stride_bk, stride_bn, stride_cb, stride_cm, stride_cn, HAS_BIAS: tl.constexpr,
+                SCALES: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                GROUP_M: tl.constexpr, PRECISION: tl.constexpr, PROMOTE_K: tl.constexpr):
     pid_m, pid_n = _grouped_tile(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M)
     batch = tl.program_id(1).to(tl.int64)
     rows = pid_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -64,11 +79,10 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K, stride_ab, stride_am, st
         # zeros past K on both sides: 0·0 adds nothing (a real value times 0 could be inf·0 = NaN)
         a = tl.load(a_ptrs, mask=ks[None, :] < k_left, other=0.0)
         b = tl.load(b_ptrs, mask=ks[:, None] < k_left, other=0.0)
-        acc = tl.dot(a, b, acc, input_precision=PRECISION)
+        acc = tl.dot(a, b, acc, input_precision=PRECISION, max_num_imprecise_acc=PROMOTE_K)
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
-    if HAS_BIAS:
-        acc += tl.load(bias_ptr + cols, mask=cols < N, other=0.0).to(tl.float32)[None, :]
+    acc = _epilogue(acc, scale_a_ptr, scale_b_ptr, bias_ptr, rows, cols, M, N, SCALES, HAS_BIAS)
     c_ptrs = c_ptr + batch * stride_cb + rows[:, None] * stride_cm + cols[None, :] * stride_cn
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(rows[:, None] < M) & (cols[None, :] < N))
 
@@ -94,12 +108,13 @@ def _store_tile(desc, batch, row, col, tile, BATCHED: tl.constexpr):
 
 
 @triton.jit
-def gemm_tma_kernel(a_desc, b_desc, c_desc, c_ptr, bias_ptr, M, N, K, BATCH, stride_cb, stride_cm, stride_cn,
-                    A_TRANSPOSED: tl.constexpr, A_BATCHED: tl.constexpr, B_TRANSPOSED: tl.constexpr,
-                    B_BATCHED: tl.constexpr, C_TMA: tl.constexpr, C_BATCHED: tl.constexpr,
-                    HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                    BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, PROGRAMS: tl.constexpr, SUBTILE: tl.constexpr,
-                    WARP_SPECIALIZE: tl.constexpr, PRECISION: tl.constexpr):
+def gemm_tma_kernel(a_desc, b_desc, c_desc, c_ptr, bias_ptr, scale_a_ptr, scale_b_ptr, M, N, K, BATCH, stride_cb,
+                    stride_cm, stride_cn, A_TRANSPOSED: tl.constexpr, A_BATCHED: tl.constexpr,
+                    B_TRANSPOSED: tl.constexpr, B_BATCHED: tl.constexpr, C_TMA: tl.constexpr,
+                    C_BATCHED: tl.constexpr, HAS_BIAS: tl.constexpr, SCALES: tl.constexpr, BLOCK_M: tl.constexpr,
+                    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, PROGRAMS: tl.constexpr,
+                    SUBTILE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, PRECISION: tl.constexpr,
+                    PROMOTE_K: tl.constexpr):
     tiles_m = tl.cdiv(M, BLOCK_M)
     tiles_n = tl.cdiv(N, BLOCK_N)
     per_batch = tiles_m * tiles_n
@@ -117,10 +132,10 @@ def gemm_tma_kernel(a_desc, b_desc, c_desc, c_ptr, bias_ptr, M, N, K, BATCH, str
             off_k = ki * BLOCK_K
             a = _load_tile(a_desc, batch, off_m, off_k, BLOCK_M, BLOCK_K, A_TRANSPOSED, A_BATCHED)
             b = _load_tile(b_desc, batch, off_k, off_n, BLOCK_K, BLOCK_N, B_TRANSPOSED, B_BATCHED)
-            acc = tl.dot(a, b, acc, input_precision=PRECISION)
+            acc = tl.dot(a, b, acc, input_precision=PRECISION, max_num_imprecise_acc=PROMOTE_K)
+        rows = off_m + tl.arange(0, BLOCK_M)
         cols = off_n + tl.arange(0, BLOCK_N)
-        if HAS_BIAS:
-            acc += tl.load(bias_ptr + cols, mask=cols < N, other=0.0).to(tl.float32)[None, :]
+        acc = _epilogue(acc, scale_a_ptr, scale_b_ptr, bias_ptr, rows, cols, M, N, SCALES, HAS_BIAS)
         if C_TMA:
             if SUBTILE:  # two halves, each through half the shared memory
                 left, right = acc.reshape(BLOCK_M, 2, BLOCK_N // 2).permute(0, 2, 1).split()
@@ -131,7 +146,6 @@ def gemm_tma_kernel(a_desc, b_desc, c_desc, c_ptr, bias_ptr, M, N, K, BATCH, str
                 _store_tile(c_desc, batch, off_m, off_n, acc.to(c_ptr.dtype.element_ty), C_BATCHED)
         else:  # C's rows are not 16-byte aligned: plain stores
             out = acc.to(c_ptr.dtype.element_ty)
-            rows = off_m + tl.arange(0, BLOCK_M)
             c_ptrs = (c_ptr + batch.to(tl.int64) * stride_cb + rows.to(tl.int64)[:, None] * stride_cm
                       + cols.to(tl.int64)[None, :] * stride_cn)
             tl.store(c_ptrs, out, mask=(rows[:, None] < M) & (cols[None, :] < N))
@@ -187,42 +201,57 @@ def multiprocessors(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count
 
 
-def gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, bias: torch.Tensor | None, config: dict) -> None:
-    """c = a · b (+ bias per column), any strides: a (M×K) or (Ba, M, K), b (K×N) or (Bb, K, N), c (M×N) or
-    (B, M, N), a batch of 1 (or stride 0) broadcast. c must not be empty; the config's TMA picks the kernel."""
+class Scales(NamedTuple):
+    """Dequantizing scales of an 8-bit float product: one float32 element each, or (``rowwise``) a contiguous vector
+    of one per row of A and one per column of B."""
+
+    a: torch.Tensor
+    b: torch.Tensor
+    rowwise: bool
+
+
+def gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, bias: torch.Tensor | None, config: dict,
+         scales: Scales | None = None) -> None:
+    """c = a · b (·scales) (+ bias per column), any strides: a (M×K) or (Ba, M, K), b (K×N) or (Bb, K, N), c (M×N)
+    or (B, M, N), a batch of 1 (or stride 0) broadcast. c must not be empty; the config's TMA picks the kernel, and
+    for 8-bit floats its PROMOTE_K how often the tensor cores' partial sums join the float32 accumulator."""
     a3, b3, c3 = (t if t.dim() == 3 else t.unsqueeze(0) for t in (a, b, c))
     (batch, m, n), k = c3.shape, a3.shape[-1]
     if a.is_cuda:
         check_fits(a.element_size(), config)
     if bias is not None:
         bias = bias.contiguous()
-    precision = "tf32" if a.dtype != torch.float32 or tf32_allowed() else "ieee"
     bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
+    epilogue = dict(
+        HAS_BIAS=bias is not None, SCALES=0 if scales is None else 2 if scales.rowwise else 1,
+        PRECISION="tf32" if a.dtype != torch.float32 or tf32_allowed() else "ieee",
+        PROMOTE_K=min(config.get("PROMOTE_K", bk), bk) if a.dtype in FP8 else None)
+    pointers = (bias if bias is not None else c3, *((scales.a, scales.b) if scales is not None else (c3, c3)))
     try:
         if config.get("TMA", 0) and k > 0:
-            _gemm_tma(a3, b3, c3, bias, config, precision)
+            _gemm_tma(a3, b3, c3, pointers, config, epilogue)
             return
         if batch > MAX_GRID_Y:
             raise UnsupportedError(f"triton gemm: batch {batch} exceeds the grid's {MAX_GRID_Y} on axis 1")
         grid = (cdiv(m, bm) * cdiv(n, bn), batch)
         launcher(gemm_kernel)[grid](
-            a3, b3, c3, bias if bias is not None else c3, m, n, k,
+            a3, b3, c3, *pointers, m, n, k,
             a3.stride(0) if a3.shape[0] > 1 else 0, a3.stride(1), a3.stride(2),
             b3.stride(0) if b3.shape[0] > 1 else 0, b3.stride(1), b3.stride(2), *c3.stride(),
-            HAS_BIAS=bias is not None, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=config["GROUP_M"],
-            PRECISION=precision, num_warps=config["num_warps"], num_stages=config["num_stages"])
+            **epilogue, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=config["GROUP_M"], num_warps=config["num_warps"],
+            num_stages=config["num_stages"])
     except OutOfResources as exc:  # shared memory, or threads its register use leaves
         raise UnsupportedError(f"triton gemm: {config} does not fit this GPU for {a.dtype}: {exc}") from None
 
 
-def _gemm_tma(a3: torch.Tensor, b3: torch.Tensor, c3: torch.Tensor, bias: torch.Tensor | None, config: dict,
-              precision: str) -> None:
+def _gemm_tma(a3: torch.Tensor, b3: torch.Tensor, c3: torch.Tensor, pointers: tuple, config: dict,
+              epilogue: dict) -> None:
     if c3.is_cuda and torch.cuda.get_device_capability(c3.device)[0] < 9:
         raise UnsupportedError("triton gemm: TMA needs a GPU of compute capability 9.0 or newer")
     (batch, m, n), k = c3.shape, a3.shape[-1]
     bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
-    if precision == "tf32" and a3.dtype == torch.float32:
-        # TF32 products on Hopper's tensor cores read both operands K-major from shared memory
+    if a3.dtype in FP8 or (epilogue["PRECISION"] == "tf32" and a3.dtype == torch.float32):
+        # Hopper's tensor cores read TF32 and 8-bit float operands K-major only from shared memory
         a3 = a3 if a3.stride(-1) == 1 else a3.contiguous()
         b3 = b3 if b3.stride(-2) == 1 else b3.transpose(-1, -2).contiguous().transpose(-1, -2)
     a_op, b_op = tma_operand(a3, bm, bk), tma_operand(b3, bk, bn)
@@ -235,11 +264,11 @@ def _gemm_tma(a3: torch.Tensor, b3: torch.Tensor, c3: torch.Tensor, bias: torch.
     tiles = batch * cdiv(m, bm) * cdiv(n, bn)
     programs = min(tiles, 4 if interpreting() else multiprocessors(c3.device.index or 0))
     launcher(gemm_tma_kernel)[(programs,)](
-        a_op.desc, b_op.desc, c_desc, c3, bias if bias is not None else c3, m, n, k, batch, *c3.stride(),
+        a_op.desc, b_op.desc, c_desc, c3, *pointers, m, n, k, batch, *c3.stride(),
         A_TRANSPOSED=a_op.transposed, A_BATCHED=a_op.batched, B_TRANSPOSED=b_op.transposed,
-        B_BATCHED=b_op.batched, C_TMA=c_tma, C_BATCHED=batch > 1, HAS_BIAS=bias is not None, BLOCK_M=bm,
+        B_BATCHED=b_op.batched, C_TMA=c_tma, C_BATCHED=batch > 1, **epilogue, BLOCK_M=bm,
         BLOCK_N=bn, BLOCK_K=bk, GROUP_M=config["GROUP_M"], PROGRAMS=programs, SUBTILE=subtile,
-        WARP_SPECIALIZE=bool(config.get("WS", 0)), PRECISION=precision, num_warps=config["num_warps"],
+        WARP_SPECIALIZE=bool(config.get("WS", 0)), num_warps=config["num_warps"],
         num_stages=config["num_stages"])
 
 
@@ -247,20 +276,6 @@ def tf32_allowed() -> bool:
     """Whether float32 products may run on the tensor cores in TF32, as torch's matmul does: its own switch,
     ``torch.backends.cuda.matmul.allow_tf32`` (set by ``torch.set_float32_matmul_precision("high")`` too)."""
     return torch.backends.cuda.matmul.allow_tf32
-
-
-def check_fits(element_size: int, config: dict) -> None:
-    """Raise UnsupportedError unless ``config``'s stages fit shared memory and its accumulator the registers."""
-    bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
-    shared = config["num_stages"] * (bm * bk + bk * bn) * element_size
-    if shared > MAX_SHARED_BYTES:
-        raise UnsupportedError(f"triton gemm: {config} needs {shared // 1024} KiB of shared memory at "
-                               f"{element_size} bytes an element, more than the {MAX_SHARED_BYTES // 1024} KiB "
-                               "a block has")
-    per_thread = bm * bn // (32 * config["num_warps"])
-    if per_thread > MAX_ACCUMULATORS_PER_THREAD:
-        raise UnsupportedError(f"triton gemm: {config} gives each thread {per_thread} accumulators, more than "
-                               f"{MAX_ACCUMULATORS_PER_THREAD} fit in registers")
 
 
 class GemmTritonImplementation(TritonImplementation):

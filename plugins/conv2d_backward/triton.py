@@ -16,7 +16,8 @@ import triton
 import triton.language as tl
 from kernelzoo_plugins._gemm.conv import ConvShape, batched, conv_shape
 from kernelzoo_plugins._gemm.conv_triton import ConvTritonImplementation, channels_last, conv, weight_rsck
-from kernelzoo_plugins._gemm.triton import channel_sums, check_fits
+from kernelzoo_plugins._gemm.limits import check_fits
+from kernelzoo_plugins._gemm.triton import channel_sums
 
 from kernelzoo.backends.triton import cdiv, launcher
 from kernelzoo.registry import Call
