@@ -30,7 +30,7 @@ from kernelzoo_plugins._reduce.pool import (
 )
 
 from kernelzoo.errors import ArgumentError, DeviceError, DTypeError
-from kernelzoo.registry import BadCase, Call, check_tensor, randn
+from kernelzoo.registry import BadCase, Call, check_same_device, check_tensor, randn
 from kernelzoo.tolerance import Tolerance
 
 
@@ -54,9 +54,7 @@ class MaxPool2dBackward(PoolOp):
         check_tensor(self.name, "grad_out", grad_out)
         check_pool_input(self.name, "grad_out", grad_out)
         check_tensor(self.name, "indices", indices, (torch.int64,))
-        if indices.device != grad_out.device:
-            raise DeviceError(f"{self.name}: grad_out is on {grad_out.device} but indices is on {indices.device}; "
-                              "expected one device")
+        check_same_device(self.name, grad_out=grad_out, indices=indices)
         if indices.shape != grad_out.shape:
             raise ArgumentError(f"{self.name}: indices of shape {shape_text(indices)} must have grad_out's shape "
                                 f"{shape_text(grad_out)}")
