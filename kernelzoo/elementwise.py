@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 import torch
 
 from kernelzoo.errors import ArgumentError, DeviceError, DTypeError
-from kernelzoo.registry import BadCase, Call, Case, Op, check_same, check_tensor, randn
+from kernelzoo.registry import BadCase, Call, Case, Derivative, Op, check_same, check_tensor, randn
 
 Maker = Callable[[torch.device, torch.dtype, torch.Generator], torch.Tensor]
 
@@ -53,6 +53,16 @@ def tensor_makers() -> dict[str, Maker]:
 
 def variant_id(kwargs: Mapping[str, Any]) -> str:
     return "-".join(f"{k}={v}" for k, v in kwargs.items())
+
+
+def derivative_from_output(backward: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> Derivative:
+    """The derivative of a unary op whose gradient follows from its output ``y`` (relu, exp, tanh): the forward
+    keeps ``y`` alone, and ``backward(grad, y)`` gives the gradient of ``x``, in kernelzoo ops."""
+    return Derivative(
+        inputs=("x",),
+        save=lambda call, outputs: {"y": outputs[0]},
+        backward=lambda saved, grad: {"x": backward(grad, saved["y"])},
+    )
 
 
 class UnaryOp(Op):

@@ -381,6 +381,14 @@ def check_tensor(op: str, name: str, x: object, dtypes: Sequence[torch.dtype] = 
     return x
 
 
+def check_same_device(op: str, **tensors: torch.Tensor) -> None:
+    """Raise unless all ``tensors`` share one device (their dtypes may differ: values and int64 indices)."""
+    (first, t0), *rest = tensors.items()
+    for name, t in rest:
+        if t.device != t0.device:
+            raise DeviceError(f"{op}: {first} is on {t0.device} but {name} is on {t.device}; expected one device")
+
+
 def check_same(op: str, **tensors: torch.Tensor) -> None:
     """Raise unless all ``tensors`` share one device and one dtype."""
     (first, t0), *rest = tensors.items()

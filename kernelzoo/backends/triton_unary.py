@@ -1,4 +1,5 @@
-"""The Triton kernel of the unary elementwise ops (exp, log, tanh, pow) and the base of their plugins.
+"""The Triton kernel of the unary elementwise ops (exp, log, tanh, pow), the base of their plugins, and
+:class:`ElementwiseTriton`, the wrapper those and the other ops of one tensor x (relu, gelu, dropout) share.
 
 One ``@triton.jit`` kernel takes the op as a ``tl.constexpr`` string, so each op compiles to its own
 kernel from this one source; the op's plugin module only names its op (and pow its exponent).
@@ -18,7 +19,7 @@ is ex2.approx's own error, about 2 ulp.
 from __future__ import annotations
 
 import math
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 import triton
@@ -115,22 +116,39 @@ def unary_kernel(x_ptr, y_ptr, n, a, OP: tl.constexpr, BLOCK: tl.constexpr):
     tl.store(y_ptr + offsets, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
-class UnaryTriton(TritonImplementation):
-    """Base of the unary ops' triton plugins: a subclass sets ``op`` (the kernel's OP)."""
+class ElementwiseTriton(TritonImplementation):
+    """Base of the triton plugins of an elementwise op of one tensor x: one program per BLOCK elements of x (made
+    contiguous) into y of its shape. A subclass sets ``kernel``, a ``@triton.jit`` kernel of
+    (x_ptr, y_ptr, n, *arguments, BLOCK), and :meth:`arguments` where it takes more than those."""
 
     config_space: ClassVar = {"BLOCK": [512, 1024, 2048, 4096, 8192], "num_warps": [2, 4, 8, 16]}
     default_config: ClassVar = {"BLOCK": 2048, "num_warps": 8}
+    kernel: ClassVar[Any]
 
-    def scalar(self, call: Call) -> float:
-        """The kernel's float argument ``a``: pow's exponent, 0 for the others."""
-        return 0.0
+    def arguments(self, call: Call) -> tuple[tuple, dict[str, Any]]:
+        """The kernel's arguments after (x_ptr, y_ptr, n), and its tl.constexpr keywords other than BLOCK."""
+        return (), {}
 
     def run(self, call: Call, config: dict) -> torch.Tensor:
         x = call.inputs["x"].contiguous()
         y = call.empty(x.shape)
         n = x.numel()
         if n:
+            args, constants = self.arguments(call)
             grid = (cdiv(n, config["BLOCK"]),)
-            launcher(unary_kernel)[grid](x, y, n, self.scalar(call), OP=self.op, BLOCK=config["BLOCK"],
-                                         num_warps=config["num_warps"])
+            launcher(self.kernel)[grid](x, y, n, *args, **constants, BLOCK=config["BLOCK"],
+                                        num_warps=config["num_warps"])
         return y
+
+
+class UnaryTriton(ElementwiseTriton):
+    """Base of the unary ops' triton plugins: a subclass sets ``op`` (the kernel's OP)."""
+
+    kernel = unary_kernel
+
+    def scalar(self, call: Call) -> float:
+        """The kernel's float argument ``a``: pow's exponent, 0 for the others."""
+        return 0.0
+
+    def arguments(self, call: Call) -> tuple[tuple, dict[str, Any]]:
+        return (self.scalar(call),), {"OP": self.op}

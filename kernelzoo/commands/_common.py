@@ -1,5 +1,5 @@
-"""What the subcommands share: the common options (``--db``, ``--json``, ``-v``), exit codes, name checks with a
-"did you mean", the device check, and JSON on stdout.
+"""What the subcommands share: the common options (``--db``, ``--json``, ``-v``, the keys bench and tune
+run), exit codes, name checks with a "did you mean", the device check, and JSON on stdout.
 
 A subcommand adds a common option with one call (``add_db(p)``); a flag of its own is an ``add_argument`` in its
 module's ``register``, read in its ``run``.
@@ -27,6 +27,17 @@ def add_db(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("--db", type=as_url, metavar="URL_OR_PATH", help="the tuning database: a SQLAlchemy URL or a "
                    "file path (default: $KERNELZOO_DB or the cache dir)")
+
+
+def add_keys(p: argparse.ArgumentParser, op: str, plugins: str, dtypes: str) -> None:
+    """--op, --plugin, --shape, --dtype and --device: the keys bench and tune run. ``op`` is the help of --op,
+    ``plugins`` and ``dtypes`` say the defaults of --plugin and --dtype."""
+    p.add_argument("--op", action="append", help=op)
+    p.add_argument("--plugin", action="append", help=f"only this plugin (repeatable; default: {plugins})")
+    p.add_argument("--shape", action="append", help="a shape like 4096x4096 (repeatable; default: the op's "
+                   "representative shapes)")
+    p.add_argument("--dtype", action="append", help=f"float32, float16 or bfloat16 (repeatable; default: {dtypes})")
+    p.add_argument("--device", help="cpu or cuda (default: cuda if there is a GPU)")
 
 
 def add_json(p: argparse.ArgumentParser, what: str = "the result") -> None:

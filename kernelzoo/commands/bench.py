@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from kernelzoo.commands._common import add_db, add_json, check_device, check_ops, check_plugins, print_json
+from kernelzoo.commands._common import add_db, add_json, add_keys, check_device, check_ops, check_plugins, print_json
 from kernelzoo.errors import ArgumentError, UnsupportedError
 from kernelzoo.registry import registry
 
@@ -26,14 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "TFLOP/s and GB/s, % of the floor (max(FLOPs / peak, bytes / bandwidth) from the device's ceilings: "
         "built in for known GPUs, else measured once by --calibrate and stored), the ratio to torch (above 1: "
         "faster) and, starred, the plugin kernelzoo.ops would run.")
-    p.add_argument("--op", action="append", help="the op (repeatable: then --output and --plot paths need {op})")
-    p.add_argument("--plugin", action="append", help="only this plugin (repeatable; default: every plugin of the "
-                   "op that runs on the device)")
-    p.add_argument("--shape", action="append", help="a shape like 4096x4096 (repeatable; default: the op's "
-                   "representative shapes)")
-    p.add_argument("--dtype", action="append", help="float32, float16 or bfloat16 (repeatable; default: every "
-                   "dtype torch takes on the device)")
-    p.add_argument("--device", help="cpu or cuda (default: cuda if there is a GPU)")
+    add_keys(p, "the op (repeatable: then --output and --plot paths need {op})",
+                  plugins="every plugin of the op that runs on the device",
+                  dtypes="every dtype torch takes on the device")
     add_json(p, "every row and where it was measured ({\"meta\": ..., \"rows\": [...]}), instead of the tables")
     p.add_argument("--output", metavar="FILE.json", help="also write the JSON of each op to FILE.json")
     p.add_argument("--plot", metavar="FILE.png", help="plot throughput against size, a line per plugin")

@@ -19,6 +19,7 @@ from kernelzoo.commands._common import (
     UNTUNED,
     add_db,
     add_json,
+    add_keys,
     add_verbose,
     check_device,
     check_ops,
@@ -39,14 +40,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "resume. KERNELZOO_EXTRA_PLUGINS=mod1,mod2 registers plugin modules that have no entry point yet. Prints "
         "an overall progress bar on stderr and a summary table at the end (-v: every key's table).",
         epilog=EXIT_CODES + ".")
-    p.add_argument("--op", action="append", help="the op to tune (repeatable; optional with --pending)")
-    p.add_argument("--plugin", action="append", help="only this plugin (repeatable; default: every plugin "
-                   "dispatch may choose on the device)")
-    p.add_argument("--shape", action="append", help="a shape like 4096x4096 (repeatable; default: the op's "
-                   "representative shapes)")
-    p.add_argument("--dtype", action="append", help="float32, float16 or bfloat16 (repeatable; default: all "
-                   "the plugins take, or those the op names for tuning on the device)")
-    p.add_argument("--device", help="cpu or cuda (default: cuda if there is a GPU)")
+    add_keys(p, "the op to tune (repeatable; optional with --pending)",
+                  plugins="every plugin dispatch may choose on the device",
+                  dtypes="all the plugins take, or those the op names for tuning on the device")
     # 20 keeps `kernelzoo tune --op matmul` well under 10 minutes while TPE still finds the good tiles
     # (docs/tuning.md)
     p.add_argument("--trials", type=int, default=20, help="trials per plugin and key, resumed runs included "

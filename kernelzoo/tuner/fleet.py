@@ -34,14 +34,14 @@ from kernelzoo.db.records import Miss, Winner
 from kernelzoo.db.store import Store, open_store
 from kernelzoo.errors import ArgumentError, DatabaseError, KernelzooError
 from kernelzoo.fingerprint import Fingerprint
-from kernelzoo.registry import dtype_name, parse_dtype, registry
+from kernelzoo.registry import registry
 from kernelzoo.table import format_table
 from kernelzoo.tuner import jobs
 from kernelzoo.tuner.jobs import Key, Task
 from kernelzoo.tuner.pool import TrialResult, WorkerLost, WorkerPool
 from kernelzoo.tuner.progress import Progress
 from kernelzoo.tuner.search import Target, TuneOptions, search
-from kernelzoo.tuner.tune import ceilings_for, default_dtypes, device_fingerprint, plugins_for
+from kernelzoo.tuner.tune import ceilings_for, device_fingerprint, key_axes, plugins_for
 
 LEASE_S = 60.0  # a claim outlives a worker by at most this; renewed every third of it
 
@@ -118,16 +118,8 @@ def resolve_keys(op: str, device: str, *, plugins: Sequence[str] | None = None,
                  shapes: Sequence[tuple[int, ...]] | None = None,
                  dtypes: Sequence[str] | None = None) -> list[tuple[Key, list[str]]]:
     """The keys ``kernelzoo tune --op`` tunes on ``device`` (shape x params x dtype), each with its plugins."""
-    spec = registry.op(op)
-    kind = torch.device(device).type
-    names = plugins_for(op, device, plugins)
-    if not names:
-        raise ArgumentError(f"{op}: no plugin of it is chosen automatically on {kind}; pass --plugin")
-    shapes = list(shapes) if shapes else list(spec.shapes.get(kind, ()))
-    if not shapes:
-        raise ArgumentError(f"{op}: no representative shapes for {kind}; pass --shape, e.g. --shape 1024x1024")
-    dtype_names = [dtype_name(parse_dtype(d)) for d in dtypes] if dtypes else default_dtypes(op, names, kind)
-    params = list(getattr(spec, "variants", None) or ({},))
+    names, shapes, dtype_names = key_axes(op, device, plugins, shapes, dtypes)
+    params = list(getattr(registry.op(op), "variants", None) or ({},))
     return [(Key(op, dtype, tuple(shape), dict(kwargs)), names)
             for shape in shapes for kwargs in params for dtype in dtype_names]
 

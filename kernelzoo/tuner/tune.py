@@ -74,6 +74,22 @@ def default_dtypes(op: str, plugins: Sequence[str], kind: str) -> list[str]:
     return [dtype_name(d) for d in DTYPE_NAMES if d in offered and d in wanted]
 
 
+def key_axes(op: str, device: str, plugins: Sequence[str] | None, shapes: Sequence[tuple[int, ...]] | None,
+             dtypes: Sequence[str] | None) -> tuple[list[str], list[tuple[int, ...]], list[str]]:
+    """The plugins, shapes and dtype names ``op`` is tuned at on ``device``: those asked for (checked), else its
+    defaults there; ArgumentError when it has no plugin or no shape there."""
+    spec = registry.op(op)
+    kind = torch.device(device).type
+    names = plugins_for(op, device, plugins)
+    if not names:
+        raise ArgumentError(f"{op}: no plugin of it is chosen automatically on {kind}; pass --plugin")
+    shapes = list(shapes) if shapes else list(spec.shapes.get(kind, ()))
+    if not shapes:
+        raise ArgumentError(f"{op}: no representative shapes for {kind}; pass --shape, e.g. --shape 1024x1024")
+    dtype_names = [dtype_name(parse_dtype(d)) for d in dtypes] if dtypes else default_dtypes(op, names, kind)
+    return names, shapes, dtype_names
+
+
 def device_fingerprint(pool: WorkerPool, device: str, plugin: str = PROBE) -> Fingerprint:
     """The device's fingerprint: the CPU's here, a GPU's from ``plugin``'s worker (its context stays there)."""
     if torch.device(device).type == "cpu":
@@ -114,15 +130,7 @@ def tune_op(store: Store, pool: WorkerPool, op: str, *, device: str, plugins: Se
     """
     options = options or TuneOptions()
     progress = progress or Progress(enabled=False)
-    spec = registry.op(op)
-    kind = torch.device(device).type
-    names = plugins_for(op, device, plugins if only is None else list(only))
-    if not names:
-        raise ArgumentError(f"{op}: no plugin of it is chosen automatically on {kind}; pass --plugin")
-    shapes = list(shapes) if shapes else list(spec.shapes.get(kind, ()))
-    if not shapes:
-        raise ArgumentError(f"{op}: no representative shapes for {kind}; pass --shape, e.g. --shape 1024x1024")
-    dtype_names = [dtype_name(parse_dtype(d)) for d in dtypes] if dtypes else default_dtypes(op, names, kind)
+    names, shapes, dtype_names = key_axes(op, device, plugins if only is None else list(only), shapes, dtypes)
     pool.start(names, device)
     fp = fp or device_fingerprint(pool, device, names[0])
     ceilings = (ceilings_for(store, pool, fp, device, progress, names[0]) if options.calibrate

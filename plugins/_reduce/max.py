@@ -1,5 +1,6 @@
 """What max and max_backward share: the (outer, reduced, inner) plan of a reduction over one dim, the dim and
-keepdim checks, the comparison of argmax indices, the conformance cases, and :func:`index_output`, the int64
+keepdim checks, the comparison of argmax indices (and of a (values, indices) pair, as max_pool2d's too), the
+conformance cases, and :func:`index_output`, the int64
 index output that max and max_pool2d allocate."""
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from kernelzoo_plugins._reduce.plan import INTERPRETER_MAX_ELEMENTS, Plan
 
 from kernelzoo.errors import ArgumentError
 from kernelzoo.registry import Call, Case, randn
-from kernelzoo.tolerance import Mismatch
+from kernelzoo.tolerance import Mismatch, Tolerance, check_close
 
 
 def index_output(call: Call, shape: Sequence[int]) -> torch.Tensor:
@@ -78,6 +79,23 @@ def compare_indices(indices: torch.Tensor, ref: torch.Tensor) -> Mismatch | None
         return Mismatch(f"indices: {int(wrong.sum())} of {indices.numel()} differ, first at {at}: "
                         f"{int(indices.cpu()[at])}, expected {int(ref.cpu()[at])}")
     return None
+
+
+def compare_with_indices(call: Call, outputs: Any, reference: Any, tolerance: Tolerance,
+                         name: str = "values") -> Mismatch | None:
+    """None if ``outputs`` are (values, indices) on the call's device, the values of the call's dtype and within
+    ``tolerance`` of the reference's, the indices equal to its; ``name`` is what the op calls its values."""
+    if not isinstance(outputs, tuple) or len(outputs) != 2:
+        return Mismatch(f"expected the outputs ({name}, indices)")
+    (values, indices), (ref, ref_indices) = outputs, reference
+    if values.device != call.device or indices.device != call.device:
+        return Mismatch(f"outputs on {values.device} and {indices.device}, expected {call.device}")
+    if values.dtype != call.dtype:
+        return Mismatch(f"{name}: {values.dtype}, expected {call.dtype}")
+    mismatch = check_close(values, ref, tolerance)
+    if mismatch is not None:
+        return Mismatch(f"{name}: {mismatch}")
+    return compare_indices(indices, ref_indices)
 
 
 # (id, shape of x, layout, dim, keepdim)

@@ -1,17 +1,17 @@
 """What max_pool2d and max_pool2d_backward share: the kernel, stride and padding params, the input check, the
-pooled shape, and the conformance and bad cases."""
+pooled shape, the conformance and bad cases, and :class:`PoolOp`, the base of both specs."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from kernelzoo_plugins._gemm.conv import Pair, as_pair
 from kernelzoo_plugins._gemm.spec import shape_text
 
 from kernelzoo.errors import ArgumentError, DTypeError
-from kernelzoo.registry import BadCase, randn
+from kernelzoo.registry import BadCase, Call, Case, Op, randn
 
 POOL_SHAPES = {
     "cuda": [(32, 64, 112, 112, 3, 2, 1), (64, 128, 56, 56, 2, 2, 0), (32, 256, 64, 64, 3, 1, 1)],
@@ -154,3 +154,19 @@ def pool_bad_cases(op: str, args: Callable[..., tuple[tuple, dict]]) -> list[Bad
         BadCase("int-dtype", bad((1, 3, 5, 5), torch.int64, kernel_size=2), DTypeError,
                 "must be float32, float16, bfloat16, got torch.int64"),
     ]
+
+
+class PoolOp(Op):
+    """The base of the max_pool2d and max_pool2d_backward specs: the pooling parameters' schema, the shapes for
+    tuning and benchmarks, the flags, and the conformance cases (the backward's where ``is_backward``)."""
+
+    is_backward: ClassVar[bool] = False
+    # kernel_size, stride and padding: an int or a (height, width) pair
+    schema_types = {"kernel_size": "int[2]", "stride": "int[2]?", "padding": "int[2]"}
+    shapes = POOL_SHAPES
+
+    def flags(self, call: Call) -> str:
+        return pool_flags(call.params)
+
+    def cases(self) -> list[Case]:
+        return [Case(case_id, make, small) for case_id, make, small in pool_cases(backward=self.is_backward)]

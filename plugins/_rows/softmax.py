@@ -1,15 +1,18 @@
 """What softmax and softmax_backward share: the dim check, the (rows, cols) view with unit column stride that
-their kernels read (:func:`as_rows`) and the way back to the input's shape (:func:`from_rows`), and their
+their kernels read (:func:`as_rows`) and the way back to the input's shape (:func:`from_rows`), the run of their
+kernel plugins (:class:`RowKernels`), when their openmp kernels split rows (:func:`split_rows`), and their
 benchmark shapes."""
 
 from __future__ import annotations
 
 import math
 import operator
+from typing import Any, ClassVar
 
 import torch
 
 from kernelzoo.errors import ArgumentError
+from kernelzoo.registry import Call
 
 SOFTMAX_SHAPES = {
     # (rows, cols): a square activation, a GPT-2 vocabulary (50257), attention-like rows,
@@ -54,3 +57,31 @@ def from_rows(y2d: torch.Tensor, x: torch.Tensor, dim: int) -> torch.Tensor:
 
 def row_count(x: torch.Tensor, dim: int) -> int:
     return math.prod(s for i, s in enumerate(x.shape) if i != dim)
+
+
+def split_rows(rows: int, cols: int, threads: int, split_cols: int) -> bool:
+    """Whether the openmp kernels split each row across the threads: when rows of at least ``split_cols``
+    elements, whole rows per thread, would leave an eighth of the threads idle or more (1 row, 2 threads: 1/2)."""
+    idle = 1 - rows / (math.ceil(rows / threads) * threads)
+    return idle >= 1 / 8 and cols >= split_cols
+
+
+class RowKernels:
+    """The run of softmax's and softmax_backward's kernel plugins: the inputs named in ``row_inputs`` as
+    (rows, cols) views with column stride 1 (:func:`as_rows`), the output allocated as one, the plugin's
+    ``_launch(*inputs, out, config)`` unless it is empty, and the output in the last input's shape."""
+
+    row_inputs: ClassVar[tuple[str, ...]] = ("x",)
+
+    def check_rows(self, rows: int, cols: int) -> None:
+        """Raise UnsupportedError for a (rows, cols) the plugin cannot run (it runs every one by default)."""
+
+    def run(self, call: Call, config: dict[str, Any]) -> torch.Tensor:
+        dim = call.params["dim"]
+        inputs = [as_rows(call.inputs[name], dim) for name in self.row_inputs]  # (rows, cols), column stride 1
+        rows, cols = inputs[-1].shape
+        self.check_rows(rows, cols)
+        out = call.empty((rows, cols))
+        if rows and cols:
+            self._launch(*inputs, out, config)
+        return from_rows(out, call.inputs[self.row_inputs[-1]], dim)

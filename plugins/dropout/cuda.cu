@@ -6,30 +6,19 @@
 // about 15; at the 3.0 TB/s floor a float16 array streams 750 G elements/s, which needs some
 // 11 T integer operations/s of the H100's ~30 T (132 SMs x 128 lanes x 1.75 GHz): still memory-bound.
 #include "../_elementwise/unary.cuh"
-
-#define GOLDEN 0x9e3779b9u
-
-__device__ __forceinline__ unsigned mix(unsigned v) {  // lowbias32
-    v ^= v >> 16;
-    v *= 0x7feb352du;
-    v ^= v >> 15;
-    v *= 0x846ca68bu;
-    v ^= v >> 16;
-    return v;
-}
+#include "hash.h"
 
 struct DropoutFn {
     unsigned k1, k2, threshold;
     float scale;
     __device__ __forceinline__ float operator()(float v, long long j) const {
-        const unsigned long long index = (unsigned long long)j;
-        const unsigned h = mix(mix((unsigned)index ^ k1) ^ k2 ^ ((unsigned)(index >> 32) * GOLDEN));
+        const unsigned h = dropout_hash((unsigned long long)j, k1, k2);
         return v * ((h >> 8) >= threshold ? scale : 0.0f);  // x · 0: a dropped NaN or inf gives NaN, as torch
     }
 };
 
 __device__ __forceinline__ DropoutFn dropout_fn(unsigned seed_lo, unsigned seed_hi, unsigned threshold, float scale) {
-    const unsigned k1 = mix(seed_hi ^ mix(seed_lo + GOLDEN));
+    const unsigned k1 = dropout_key(seed_lo, seed_hi);
     return DropoutFn{k1, mix(k1 + GOLDEN), threshold, scale};
 }
 

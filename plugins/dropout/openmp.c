@@ -3,26 +3,15 @@
 // The hash is integer multiplies, shifts and xors: the loop vectorises (AVX2: vpmulld).
 #include "../_openmp/parallel.h"
 #include <stdint.h>
-
-#define GOLDEN 0x9e3779b9u
-
-static inline uint32_t mix(uint32_t v) {  // lowbias32
-    v ^= v >> 16;
-    v *= 0x7feb352du;
-    v ^= v >> 15;
-    v *= 0x846ca68bu;
-    v ^= v >> 16;
-    return v;
-}
+#include "hash.h"
 
 void dropout(const float *restrict x, float *restrict y, long long n, uint32_t seed_lo, uint32_t seed_hi,
              uint32_t threshold, float scale, int threads) {
-    const uint32_t k1 = mix(seed_hi ^ mix(seed_lo + GOLDEN));
+    const uint32_t k1 = dropout_key(seed_lo, seed_hi);
     const uint32_t k2 = mix(k1 + GOLDEN);
     #pragma omp parallel for simd num_threads(threads) schedule(static) if (parallel: n >= PARALLEL_MIN)
     for (long long i = 0; i < n; ++i) {
-        const uint64_t index = (uint64_t)i;
-        const uint32_t h = mix(mix((uint32_t)index ^ k1) ^ k2 ^ ((uint32_t)(index >> 32) * GOLDEN));
+        const uint32_t h = dropout_hash((uint64_t)i, k1, k2);
         y[i] = x[i] * ((h >> 8) >= threshold ? scale : 0.0f);  // x · 0: a dropped NaN or inf gives NaN, as torch
     }
 }

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import torch
+from typing import Any
+
 import triton
 import triton.language as tl
 
-from kernelzoo.backends.triton import TritonImplementation, cdiv, launcher
+from kernelzoo.backends.triton_unary import ElementwiseTriton
 from kernelzoo.registry import Call
 
 from . import scale, seed_halves, threshold
@@ -42,18 +43,11 @@ def _int32_bits(v: int) -> int:
     return v - 2**32 if v >= 2**31 else v
 
 
-class DropoutTriton(TritonImplementation):
+class DropoutTriton(ElementwiseTriton):
     op = "dropout"
-    config_space = {"BLOCK": [512, 1024, 2048, 4096, 8192], "num_warps": [2, 4, 8, 16]}
-    default_config = {"BLOCK": 2048, "num_warps": 8}
+    kernel = _dropout_kernel
 
-    def run(self, call: Call, config: dict) -> torch.Tensor:
-        x = call.inputs["x"].contiguous()
-        y = call.empty(x.shape)
-        n, p = x.numel(), call.params["p"]
-        if n:
-            seed_lo, seed_hi = seed_halves(call.params["seed"])
-            grid = (cdiv(n, config["BLOCK"]),)
-            launcher(_dropout_kernel)[grid](x, y, n, _int32_bits(seed_lo), _int32_bits(seed_hi), threshold(p), scale(p),
-                                            BLOCK=config["BLOCK"], num_warps=config["num_warps"])
-        return y
+    def arguments(self, call: Call) -> tuple[tuple, dict[str, Any]]:
+        p = call.params["p"]
+        seed_lo, seed_hi = seed_halves(call.params["seed"])
+        return (_int32_bits(seed_lo), _int32_bits(seed_hi), threshold(p), scale(p)), {}

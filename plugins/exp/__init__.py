@@ -10,8 +10,8 @@ import torch
 from kernelzoo_plugins._elementwise.spec import interpreter_sized
 
 from kernelzoo import ops
-from kernelzoo.elementwise import UnaryOp, overflow_to_inf
-from kernelzoo.registry import Call, Case, Derivative
+from kernelzoo.elementwise import UnaryOp, derivative_from_output, overflow_to_inf
+from kernelzoo.registry import Call, Case
 
 
 class Exp(UnaryOp):
@@ -19,11 +19,7 @@ class Exp(UnaryOp):
 
     name = "exp"
     # the derivative: exp(x) itself, the output, times the gradient
-    derivative = Derivative(
-        inputs=("x",),
-        save=lambda call, outputs: {"y": outputs[0]},
-        backward=lambda saved, grad: {"x": ops.mul(grad, saved["y"])},
-    )
+    derivative = derivative_from_output(lambda grad, y: ops.mul(grad, y))
     # Untuned on the CPU, torch first: as fast per element where the data is large, behind more Python per call
     # (docs/perf/exp.md, docs/design/elementwise.md). On a GPU the global order stands.
     default_order = {"cpu": ("torch",)}

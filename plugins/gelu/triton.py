@@ -13,12 +13,12 @@ absolute tolerance).
 from __future__ import annotations
 
 import math
+from typing import Any
 
-import torch
 import triton
 import triton.language as tl
 
-from kernelzoo.backends.triton import TritonImplementation, cdiv, launcher
+from kernelzoo.backends.triton_unary import ElementwiseTriton
 from kernelzoo.registry import Call
 
 _SQRT_HALF = tl.constexpr(math.sqrt(0.5))
@@ -39,17 +39,9 @@ def _gelu_kernel(x_ptr, y_ptr, n, TANH: tl.constexpr, BLOCK: tl.constexpr):
     tl.store(y_ptr + offsets, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
-class GeluTriton(TritonImplementation):
+class GeluTriton(ElementwiseTriton):
     op = "gelu"
-    config_space = {"BLOCK": [512, 1024, 2048, 4096, 8192], "num_warps": [2, 4, 8, 16]}
-    default_config = {"BLOCK": 2048, "num_warps": 8}
+    kernel = _gelu_kernel
 
-    def run(self, call: Call, config: dict) -> torch.Tensor:
-        x = call.inputs["x"].contiguous()
-        y = call.empty(x.shape)
-        n = x.numel()
-        if n:
-            grid = (cdiv(n, config["BLOCK"]),)
-            launcher(_gelu_kernel)[grid](x, y, n, TANH=call.params["approximate"] == "tanh", BLOCK=config["BLOCK"],
-                                         num_warps=config["num_warps"])
-        return y
+    def arguments(self, call: Call) -> tuple[tuple, dict[str, Any]]:
+        return (), {"TANH": call.params["approximate"] == "tanh"}

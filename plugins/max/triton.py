@@ -46,14 +46,25 @@ def _fold(best, at, AXIS: tl.constexpr):
 
 
 @triton.jit
+def _chunk(chunk_len, reduced):
+    """This program's chunk (axis 1 of the grid) and the [lo, hi) of the reduced dim it scans."""
+    chunk = tl.program_id(1)
+    lo = chunk.to(tl.int64) * chunk_len
+    return chunk, lo, tl.minimum(lo + chunk_len, reduced)
+
+
+@triton.jit
+def _no_lanes(R: tl.constexpr, C: tl.constexpr):
+    """(R, C) lanes' running (value, index) before any element: -inf, and -1 for none."""
+    return tl.full([R, C], float("-inf"), tl.float32), tl.full([R, C], -1, tl.int64)
+
+
+@triton.jit
 def _max_rows_kernel(x_ptr, values_ptr, indices_ptr, outer, reduced, chunk_len, chunks,
                      ROWS: tl.constexpr, COLS: tl.constexpr):
     row = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)[:, None]  # (ROWS, 1)
-    chunk = tl.program_id(1)
-    lo = chunk.to(tl.int64) * chunk_len
-    hi = tl.minimum(lo + chunk_len, reduced)
-    best = tl.full([ROWS, COLS], float("-inf"), tl.float32)
-    at = tl.full([ROWS, COLS], -1, tl.int64)
+    chunk, lo, hi = _chunk(chunk_len, reduced)
+    best, at = _no_lanes(ROWS, COLS)
     for start in range(lo, hi, COLS):
         col = start + tl.arange(0, COLS)[None, :].to(tl.int64)  # (1, COLS)
         valid = (row < outer) & (col < hi)
@@ -71,11 +82,8 @@ def _max_cols_kernel(x_ptr, values_ptr, indices_ptr, reduced, inner, tiles, chun
                      STEPS: tl.constexpr, COLS: tl.constexpr):
     a = tl.program_id(0).to(tl.int64) // tiles  # axis 0 (up to 2^31 programs): outer x column tiles
     col = (tl.program_id(0) % tiles) * COLS + tl.arange(0, COLS)  # (COLS,)
-    chunk = tl.program_id(1)
-    lo = chunk.to(tl.int64) * chunk_len
-    hi = tl.minimum(lo + chunk_len, reduced)
-    best = tl.full([STEPS, COLS], float("-inf"), tl.float32)
-    at = tl.full([STEPS, COLS], -1, tl.int64)
+    chunk, lo, hi = _chunk(chunk_len, reduced)
+    best, at = _no_lanes(STEPS, COLS)
     for start in range(lo, hi, STEPS):
         r = start + tl.arange(0, STEPS)[:, None].to(tl.int64)  # (STEPS, 1)
         valid = (r < hi) & (col[None, :] < inner)

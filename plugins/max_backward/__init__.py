@@ -32,7 +32,7 @@ from kernelzoo_plugins._reduce.max import (
 )
 
 from kernelzoo.errors import ArgumentError, DeviceError, DTypeError
-from kernelzoo.registry import BadCase, Call, Case, Op, check_tensor, randn
+from kernelzoo.registry import BadCase, Call, Case, Op, check_same_device, check_tensor, randn
 
 
 class MaxBackward(Op):
@@ -48,9 +48,7 @@ class MaxBackward(Op):
               keepdim: bool = False) -> Call:
         check_tensor(self.name, "grad", grad)
         check_tensor(self.name, "indices", indices, (torch.int64,))
-        if indices.device != grad.device:
-            raise DeviceError(f"{self.name}: grad is on {grad.device} but indices is on {indices.device}; "
-                              "expected one device")
+        check_same_device(self.name, grad=grad, indices=indices)
         if not isinstance(input_shape, (tuple, list, torch.Size)) or not all(
                 isinstance(n, numbers.Integral) and not isinstance(n, bool) and n >= 0 for n in input_shape):
             raise ArgumentError(f"{self.name}: input_shape must be a sequence of sizes >= 0, got {input_shape!r}")

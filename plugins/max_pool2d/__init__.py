@@ -29,25 +29,24 @@ from kernelzoo_plugins._gemm.conv import batched
 from kernelzoo_plugins._gemm.spec import shape_text
 
 # re-exported: what max_pool2d's plugins read
+from kernelzoo_plugins._reduce.max import compare_with_indices
 from kernelzoo_plugins._reduce.max import index_output as index_output
 from kernelzoo_plugins._reduce.pool import (
-    POOL_SHAPES,
+    PoolOp,
     check_pool_input,
     example_pool,
     pool_bad_cases,
-    pool_cases,
-    pool_flags,
     pool_params,
 )
 from kernelzoo_plugins._reduce.pool import pooled_shape as pooled_shape
 
 from kernelzoo import ops
 from kernelzoo.errors import ArgumentError
-from kernelzoo.registry import BadCase, Call, Case, Derivative, Op, check_tensor, randn
-from kernelzoo.tolerance import Mismatch, check_close
+from kernelzoo.registry import BadCase, Call, Derivative, check_tensor, randn
+from kernelzoo.tolerance import Mismatch
 
 
-class MaxPool2d(Op):
+class MaxPool2d(PoolOp):
     """max_pool2d(x, kernel_size, stride=None, padding=0) -> out (implementations: (out, indices))."""
 
     name = "max_pool2d"
@@ -60,12 +59,9 @@ class MaxPool2d(Op):
         backward=lambda saved, grad: {"x": ops.max_pool2d_backward(grad, saved["indices"], saved["input_shape"],
                                                               **saved["params"])},
     )
-    # kernel_size, stride and padding: an int or a (height, width) pair
-    schema_types = {"kernel_size": "int[2]", "stride": "int[2]?", "padding": "int[2]"}
     # Untuned on a GPU, torch first: ahead of the Triton plugin at every benchmark shape (docs/perf/max_pool2d.md);
     # on the CPU openmp stays first, ahead of torch
     default_order = {"cuda": ("torch",)}
-    shapes = POOL_SHAPES
 
     def check(self, x: torch.Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0) -> Call:
         check_tensor(self.name, "x", x)
@@ -79,23 +75,7 @@ class MaxPool2d(Op):
         return torch.nn.functional.max_pool2d(call.inputs["x"].double(), return_indices=True, **call.params)
 
     def verify(self, call: Call, outputs: Any, reference: Any) -> Mismatch | None:
-        if not isinstance(outputs, tuple) or len(outputs) != 2:
-            return Mismatch("expected the outputs (out, indices)")
-        (out, indices), (ref, ref_indices) = outputs, reference
-        if out.device != call.device or indices.device != call.device:
-            return Mismatch(f"outputs on {out.device} and {indices.device}, expected {call.device}")
-        mismatch = check_close(out, ref, self.tolerance(call))
-        if mismatch is not None:
-            return Mismatch(f"out: {mismatch}")
-        if indices.dtype != torch.int64 or indices.shape != ref_indices.shape:
-            return Mismatch(f"indices: {indices.dtype} of shape {tuple(indices.shape)}, expected int64 of shape "
-                            f"{tuple(ref_indices.shape)}")
-        wrong = indices.cpu() != ref_indices.cpu()
-        if bool(wrong.any()):
-            at = tuple(int(i) for i in wrong.nonzero()[0])
-            return Mismatch(f"indices: {int(wrong.sum())} of {indices.numel()} differ, first at {at}: "
-                            f"{int(indices.cpu()[at])}, expected {int(ref_indices.cpu()[at])}")
-        return None
+        return compare_with_indices(call, outputs, reference, self.tolerance(call), "out")
 
     def example(self, shape: Sequence[int], dtype: torch.dtype, device: torch.device | str,
                 generator: torch.Generator | None = None, kernel_size: Any = None, stride: Any = None,
@@ -107,9 +87,6 @@ class MaxPool2d(Op):
         x = batched(call.inputs["x"])
         return dict(zip("nchw", x.shape))
 
-    def flags(self, call: Call) -> str:
-        return pool_flags(call.params)
-
     def flops(self, call: Call) -> float:
         kh, kw = call.params["kernel_size"]
         out = pooled_shape(batched(call.inputs["x"]).shape, call.params)
@@ -120,9 +97,6 @@ class MaxPool2d(Op):
         outputs = pooled_shape(batched(x).shape, call.params)
         n = outputs[0] * outputs[1] * outputs[2] * outputs[3]
         return float(x.numel() * x.element_size() + n * (x.element_size() + 8))  # x read; out, indices written
-
-    def cases(self) -> list[Case]:
-        return [Case(case_id, make, small) for case_id, make, small in pool_cases(backward=False)]
 
     def bad_cases(self) -> list[BadCase]:
         return pool_bad_cases(self.name, lambda x, **kw: ((x,), kw))

@@ -8,6 +8,7 @@ import torch
 import triton
 import triton.language as tl
 from kernelzoo_plugins._gemm.conv import batched
+from kernelzoo_plugins._reduce.pool_triton import nchw_block
 
 from kernelzoo.backends.triton import TritonImplementation, cdiv, launcher
 from kernelzoo.registry import Call
@@ -18,12 +19,7 @@ from . import index_output, pooled_shape
 @triton.jit
 def max_pool_kernel(x_ptr, out_ptr, idx_ptr, TOTAL, C, H, W, OH, OW, KH, KW, sh, sw, ph, pw,
                     sxn, sxc, sxh, sxw, BLOCK: tl.constexpr):
-    o = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    ok = o < TOTAL
-    ow = o % OW
-    oh = o // OW % OH
-    c = o // (OW * OH) % C
-    n = o // (OW * OH * C)
+    o, ok, n, c, oh, ow = nchw_block(TOTAL, C, OH, OW, BLOCK)
     h0 = oh * sh - ph
     w0 = ow * sw - pw
     plane = x_ptr + n * sxn + c * sxc

@@ -21,18 +21,16 @@ from typing import Any
 import torch
 from kernelzoo_plugins._gemm.spec import reduction_tolerance, shape_text
 from kernelzoo_plugins._reduce.pool import (
-    POOL_SHAPES,
+    PoolOp,
     check_pool_input,
     example_pool,
     pool_bad_cases,
-    pool_cases,
-    pool_flags,
     pool_params,
     pooled_shape,
 )
 
 from kernelzoo.errors import ArgumentError, DeviceError, DTypeError
-from kernelzoo.registry import BadCase, Call, Case, Op, check_tensor, randn
+from kernelzoo.registry import BadCase, Call, check_same_device, check_tensor, randn
 from kernelzoo.tolerance import Tolerance
 
 
@@ -42,25 +40,21 @@ def windows_per_element(params: dict[str, Any]) -> int:
     return -(-kh // sh) * -(-kw // sw)
 
 
-class MaxPool2dBackward(Op):
+class MaxPool2dBackward(PoolOp):
     """max_pool2d_backward(grad_out, indices, input_shape, kernel_size, stride=None, padding=0) -> grad_x."""
 
     name = "max_pool2d_backward"
-    # kernel_size, stride and padding: an int or a (height, width) pair
-    schema_types = {"kernel_size": "int[2]", "stride": "int[2]?", "padding": "int[2]"}
+    is_backward = True
     # Untuned on a GPU, torch first: well ahead of the Triton plugin at two of the three benchmark shapes, a tie at
     # the third (docs/perf/max_pool2d_backward.md); on the CPU openmp stays first, ahead of torch
     default_order = {"cuda": ("torch",)}
-    shapes = POOL_SHAPES
 
     def check(self, grad_out: torch.Tensor, indices: torch.Tensor, input_shape: Sequence[int], kernel_size: Any,
               stride: Any = None, padding: Any = 0) -> Call:
         check_tensor(self.name, "grad_out", grad_out)
         check_pool_input(self.name, "grad_out", grad_out)
         check_tensor(self.name, "indices", indices, (torch.int64,))
-        if indices.device != grad_out.device:
-            raise DeviceError(f"{self.name}: grad_out is on {grad_out.device} but indices is on {indices.device}; "
-                              "expected one device")
+        check_same_device(self.name, grad_out=grad_out, indices=indices)
         if indices.shape != grad_out.shape:
             raise ArgumentError(f"{self.name}: indices of shape {shape_text(indices)} must have grad_out's shape "
                                 f"{shape_text(grad_out)}")
@@ -95,9 +89,6 @@ class MaxPool2dBackward(Op):
         shape = call.params["input_shape"]
         return dict(zip("nchw", (1, *shape) if len(shape) == 3 else shape))
 
-    def flags(self, call: Call) -> str:
-        return pool_flags(call.params)
-
     def flops(self, call: Call) -> float:
         return float(call.inputs["grad_out"].numel())  # one add per output
 
@@ -107,9 +98,6 @@ class MaxPool2dBackward(Op):
 
     def tolerance(self, call: Call) -> Tolerance:
         return reduction_tolerance(call.dtype, windows_per_element(call.params))
-
-    def cases(self) -> list[Case]:
-        return [Case(case_id, make, small) for case_id, make, small in pool_cases(backward=True)]
 
     def bad_cases(self) -> list[BadCase]:
         # as the forward's, with grad_out standing for x (the checks of the parameters come first)

@@ -8,6 +8,7 @@ import torch
 import triton
 import triton.language as tl
 from kernelzoo_plugins._gemm.conv import batched
+from kernelzoo_plugins._reduce.pool_triton import nchw_block
 
 from kernelzoo.backends.triton import TritonImplementation, cdiv, launcher
 from kernelzoo.registry import Call
@@ -16,12 +17,7 @@ from kernelzoo.registry import Call
 @triton.jit
 def max_pool_backward_kernel(g_ptr, idx_ptr, gx_ptr, TOTAL, C, H, W, OH, OW, KH, KW, sh, sw, ph, pw,
                              sgn, sgc, sgh, sgw, BLOCK: tl.constexpr):
-    e = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    ok = e < TOTAL
-    iw = e % W
-    ih = e // W % H
-    c = e // (W * H) % C
-    n = e // (W * H * C)
+    e, ok, n, c, ih, iw = nchw_block(TOTAL, C, H, W, BLOCK)
     # windows oh with oh·sh − ph <= ih < oh·sh − ph + kh: oh from ceil((ih + ph − kh + 1) / sh) to (ih + ph) / sh
     top = ih + ph - KH + 1
     oh0 = tl.where(top > 0, (top + sh - 1) // sh, 0)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 
 from kernelzoo import ops
-from kernelzoo.elementwise import UnaryOp
-from kernelzoo.registry import Call, Derivative
+from kernelzoo.elementwise import UnaryOp, derivative_from_output
+from kernelzoo.registry import Call
 
 
 class Relu(UnaryOp):
@@ -14,11 +14,7 @@ class Relu(UnaryOp):
 
     name = "relu"
     # the derivative: relu_backward from the output (zero where it is)
-    derivative = Derivative(
-        inputs=("x",),
-        save=lambda call, outputs: {"y": outputs[0]},
-        backward=lambda saved, grad: {"x": ops.relu_backward(grad, saved["y"])},
-    )
+    derivative = derivative_from_output(lambda grad, y: ops.relu_backward(grad, y))
     # Untuned on the CPU, torch first: a memory-bound pass that torch runs as fast, behind less Python
     # (docs/perf/relu.md, docs/design/elementwise.md). On a GPU the global order stands.
     default_order = {"cpu": ("torch",)}

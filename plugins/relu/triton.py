@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import torch
 import triton
 import triton.language as tl
 
-from kernelzoo.backends.triton import TritonImplementation, cdiv, launcher
-from kernelzoo.registry import Call
+from kernelzoo.backends.triton_unary import ElementwiseTriton
 
 
 @triton.jit
@@ -18,16 +16,6 @@ def _relu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     tl.store(y_ptr + offsets, tl.where(x < 0, 0.0, x).to(x.dtype), mask=mask)
 
 
-class ReluTriton(TritonImplementation):
+class ReluTriton(ElementwiseTriton):
     op = "relu"
-    config_space = {"BLOCK": [512, 1024, 2048, 4096, 8192], "num_warps": [2, 4, 8, 16]}
-    default_config = {"BLOCK": 2048, "num_warps": 8}
-
-    def run(self, call: Call, config: dict) -> torch.Tensor:
-        x = call.inputs["x"].contiguous()
-        y = call.empty(x.shape)
-        n = x.numel()
-        if n:
-            grid = (cdiv(n, config["BLOCK"]),)
-            launcher(_relu_kernel)[grid](x, y, n, BLOCK=config["BLOCK"], num_warps=config["num_warps"])
-        return y
+    kernel = _relu_kernel

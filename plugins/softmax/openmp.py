@@ -3,17 +3,13 @@ whole rows would leave threads idle; vectorised loops within a row (see openmp.c
 
 from __future__ import annotations
 
-import math
-
 import torch
+from kernelzoo_plugins._rows.softmax import RowKernels, split_rows
 
 from kernelzoo.backends.openmp import OpenMPImplementation, ptr, thread_counts
-from kernelzoo.registry import Call
-
-from . import as_rows, from_rows
 
 
-class SoftmaxOpenMP(OpenMPImplementation):
+class SoftmaxOpenMP(RowKernels, OpenMPImplementation):
     op = "softmax"
     cdef = """
     void softmax_rows(const float *x, float *y, long long rows, long long cols, long long x_stride,
@@ -28,20 +24,11 @@ class SoftmaxOpenMP(OpenMPImplementation):
                     "short_cols": [0, 32, 64, 128]}
     default_config = {"threads": thread_counts()[-1], "split_cols": 32768, "short_cols": 64}
 
-    def run(self, call: Call, config: dict) -> torch.Tensor:
-        x, dim = call.inputs["x"], call.params["dim"]
-        x2d = as_rows(x, dim)  # (rows, cols), column stride 1
+    def _launch(self, x2d: torch.Tensor, y2d: torch.Tensor, config: dict) -> None:
         rows, cols = x2d.shape
-        y2d = call.empty((rows, cols))
-        if rows and cols:
-            threads = config["threads"]
-            # whole rows per thread leave this share of the threads idle (1 row, 2 threads: 1/2)
-            idle = 1 - rows / (math.ceil(rows / threads) * threads)
-            if idle >= 1 / 8 and cols >= config["split_cols"]:
-                partial = torch.empty(2 * threads, dtype=torch.float32)
-                self._lib.softmax_split(ptr(x2d), ptr(y2d), rows, cols, x2d.stride(0), threads,
-                                        ptr(partial))
-            else:
-                self._lib.softmax_rows(ptr(x2d), ptr(y2d), rows, cols, x2d.stride(0),
-                                       config["short_cols"], threads)
-        return from_rows(y2d, x, dim)
+        threads = config["threads"]
+        if split_rows(rows, cols, threads, config["split_cols"]):
+            partial = torch.empty(2 * threads, dtype=torch.float32)
+            self._lib.softmax_split(ptr(x2d), ptr(y2d), rows, cols, x2d.stride(0), threads, ptr(partial))
+        else:
+            self._lib.softmax_rows(ptr(x2d), ptr(y2d), rows, cols, x2d.stride(0), config["short_cols"], threads)

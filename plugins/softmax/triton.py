@@ -15,12 +15,10 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+from kernelzoo_plugins._rows.softmax import RowKernels
 from kernelzoo_plugins._rows.triton import programs_in_flight
 
 from kernelzoo.backends.triton import TritonImplementation, cdiv, launcher, next_power_of_2
-from kernelzoo.registry import Call
-
-from . import as_rows, from_rows
 
 
 @triton.jit
@@ -108,20 +106,11 @@ def _softmax_chunk_write_kernel(x_ptr, y_ptr, stats_ptr, cols, x_row_stride, chu
                       tl.minimum(lo + chunk_len, cols), m, s, BLOCK)
 
 
-class SoftmaxTriton(TritonImplementation):
+class SoftmaxTriton(RowKernels, TritonImplementation):
     op = "softmax"
     config_space = {"BLOCK": [1024, 2048, 4096, 8192, 16384], "num_warps": [4, 8, 16],
                     "num_stages": [1, 2, 3]}
     default_config = {"BLOCK": 8192, "num_warps": 8, "num_stages": 2}
-
-    def run(self, call: Call, config: dict) -> torch.Tensor:
-        x, dim = call.inputs["x"], call.params["dim"]
-        x2d = as_rows(x, dim)  # (rows, cols), column stride 1
-        rows, cols = x2d.shape
-        y2d = call.empty((rows, cols))
-        if rows and cols:
-            self._launch(x2d, y2d, config)
-        return from_rows(y2d, x, dim)
 
     def _launch(self, x2d: torch.Tensor, y2d: torch.Tensor, config: dict) -> None:
         rows, cols = x2d.shape

@@ -17,24 +17,13 @@ import math
 from collections.abc import Callable, Sequence
 
 import torch
-from kernelzoo_plugins._rows.softmax import SOFTMAX_SHAPES, as_rows, check_dim, from_rows
+from kernelzoo_plugins._rows.softmax import SOFTMAX_SHAPES, check_dim
 
 from kernelzoo.errors import ArgumentError, DeviceError, DTypeError
 from kernelzoo.registry import BadCase, Call, Case, Op, check_same, check_tensor, randn
 
 # Elements above this are too slow for Triton's interpreter in CI (its programs run in Python).
 _INTERPRETER_MAX_ELEMENTS = 200_000
-
-
-def rows_of(call: Call) -> tuple[torch.Tensor, torch.Tensor]:
-    """(grad, y) as (rows, cols) views with column stride 1 (copied only if they must be)."""
-    dim = call.params["dim"]
-    return as_rows(call.inputs["grad"], dim), as_rows(call.inputs["y"], dim)
-
-
-def to_shape(dx2d: torch.Tensor, call: Call) -> torch.Tensor:
-    """The (rows, cols) result in y's shape."""
-    return from_rows(dx2d, call.inputs["y"], call.params["dim"])
 
 
 class SoftmaxBackward(Op):

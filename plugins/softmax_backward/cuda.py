@@ -4,37 +4,20 @@ when THREADS * ITEMS holds it, else a looped two-pass kernel (split into chunks 
 from __future__ import annotations
 
 import torch
-from kernelzoo_plugins._rows.cuda import RESIDENT_THREADS_PER_SM, sm_count, too_large
+from kernelzoo_plugins._rows.softmax_cuda import SoftmaxRowsCuda, chunks_of
 
 from kernelzoo.backends.cuda import I64, CudaImplementation, Kernel
-from kernelzoo.errors import UnsupportedError
-from kernelzoo.registry import Call
-
-from . import rows_of, to_shape
 
 
-class SoftmaxBackwardCuda(CudaImplementation):
+class SoftmaxBackwardCuda(SoftmaxRowsCuda, CudaImplementation):
     op = "softmax_backward"
+    row_inputs = ("grad", "y")
     # THREADS: threads per block (the most a row gets); ITEMS: elements of grad and of y per thread, in
     # registers
     config_space = {"THREADS": [128, 256, 512, 1024], "ITEMS": [1, 2, 4, 8, 16]}
     # 8192 columns in registers, as softmax's default: 16 of each input per thread (fp32: 8 accesses of 16
     # bytes in flight)
     default_config = {"THREADS": 512, "ITEMS": 16}
-
-    def supports(self, call: Call) -> str | None:
-        sizes = call.op.sizes(call)
-        return super().supports(call) or too_large(sizes["rows"], sizes["cols"])
-
-    def run(self, call: Call, config: dict) -> torch.Tensor:
-        g2d, y2d = rows_of(call)  # (rows, cols), column stride 1
-        rows, cols = y2d.shape
-        if why := too_large(rows, cols):
-            raise UnsupportedError(f"softmax_backward/cuda {why}")
-        dx2d = call.empty((rows, cols))
-        if rows and cols:
-            self._launch(g2d, y2d, dx2d, config)
-        return to_shape(dx2d, call)
 
     def _launch(self, g: torch.Tensor, y: torch.Tensor, dx: torch.Tensor, config: dict) -> None:
         rows, cols = y.shape
@@ -57,16 +40,10 @@ class SoftmaxBackwardCuda(CudaImplementation):
             block = min(threads, ((cols + items - 1) // items + 31) // 32 * 32)
             kernel("fits")(g, y, dx, rows, cols, *strides, block, grid=rows, block=block)
         else:
-            tile = threads * items
-            tiles = (cols + tile - 1) // tile
-            in_flight = sm_count(y.device) * max(1, RESIDENT_THREADS_PER_SM // threads)
-            chunks = min(tiles, (in_flight + rows - 1) // rows)
+            chunk_len, chunks = chunks_of(rows, cols, threads, items, y.device)
             if chunks == 1:
                 kernel("looped")(g, y, dx, cols, *strides, grid=rows, block=threads)
                 return
-            # rows split into chunks of whole tiles (tile boundaries keep 16-byte alignment)
-            chunk_len = (tiles + chunks - 1) // chunks * tile
-            chunks = (cols + chunk_len - 1) // chunk_len
             dots = torch.empty((rows, chunks), dtype=torch.float32, device=y.device)
             kernel("chunk_dot")(g, y, dots, cols, *strides, chunk_len, grid=(chunks, rows), block=threads)
             kernel("chunk_write")(g, y, dx, dots, cols, *strides, chunk_len, grid=(chunks, rows), block=threads)

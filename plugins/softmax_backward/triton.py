@@ -14,12 +14,10 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+from kernelzoo_plugins._rows.softmax import RowKernels
 from kernelzoo_plugins._rows.triton import programs_in_flight
 
 from kernelzoo.backends.triton import TritonImplementation, cdiv, launcher, next_power_of_2
-from kernelzoo.registry import Call
-
-from . import rows_of, to_shape
 
 
 @triton.jit
@@ -85,19 +83,12 @@ def _chunk_write_kernel(g_ptr, y_ptr, dx_ptr, dots_ptr, cols, g_row_stride, y_ro
               tl.minimum(lo + chunk_len, cols), s, BLOCK)
 
 
-class SoftmaxBackwardTriton(TritonImplementation):
+class SoftmaxBackwardTriton(RowKernels, TritonImplementation):
     op = "softmax_backward"
+    row_inputs = ("grad", "y")
     # BLOCK holds that many elements of grad and of y: half softmax's largest, for the same registers
     config_space = {"BLOCK": [1024, 2048, 4096, 8192], "num_warps": [4, 8, 16], "num_stages": [1, 2, 3]}
     default_config = {"BLOCK": 4096, "num_warps": 8, "num_stages": 2}
-
-    def run(self, call: Call, config: dict) -> torch.Tensor:
-        g2d, y2d = rows_of(call)  # (rows, cols), column stride 1
-        rows, cols = y2d.shape
-        dx2d = call.empty((rows, cols))
-        if rows and cols:
-            self._launch(g2d, y2d, dx2d, config)
-        return to_shape(dx2d, call)
 
     def _launch(self, g2d: torch.Tensor, y2d: torch.Tensor, dx2d: torch.Tensor, config: dict) -> None:
         rows, cols = y2d.shape

@@ -6,8 +6,8 @@ import torch
 from kernelzoo_plugins._elementwise.spec import interpreter_sized
 
 from kernelzoo import ops
-from kernelzoo.elementwise import UnaryOp
-from kernelzoo.registry import Call, Case, Derivative
+from kernelzoo.elementwise import UnaryOp, derivative_from_output
+from kernelzoo.registry import Call, Case
 
 
 class Tanh(UnaryOp):
@@ -15,11 +15,7 @@ class Tanh(UnaryOp):
 
     name = "tanh"
     # the derivative: 1 - tanh(x)², from the output
-    derivative = Derivative(
-        inputs=("x",),
-        save=lambda call, outputs: {"y": outputs[0]},
-        backward=lambda saved, grad: {"x": ops.mul(grad, _one_minus_square(saved["y"]))},
-    )
+    derivative = derivative_from_output(lambda grad, y: ops.mul(grad, _one_minus_square(y)))
     # Untuned on the CPU, torch first: kz_tanhf16 computes both of its formulas and an exp per element, torch's
     # vectorised tanh less (docs/perf/tanh.md, docs/design/elementwise.md). On a GPU the global order stands.
     default_order = {"cpu": ("torch",)}
