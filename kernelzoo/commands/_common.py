@@ -36,7 +36,8 @@ def add_keys(p: argparse.ArgumentParser, op: str, plugins: str, dtypes: str) -> 
     p.add_argument("--plugin", action="append", help=f"only this plugin (repeatable; default: {plugins})")
     p.add_argument("--shape", action="append", help="a shape like 4096x4096 (repeatable; default: the op's "
                    "representative shapes)")
-    p.add_argument("--dtype", action="append", help=f"float32, float16 or bfloat16 (repeatable; default: {dtypes})")
+    p.add_argument("--dtype", action="append", help="float32, float16, bfloat16, float8_e4m3fn or float8_e5m2 "
+                   f"(repeatable; default: {dtypes})")
     p.add_argument("--device", help="cpu or cuda (default: cuda if there is a GPU)")
 
 
