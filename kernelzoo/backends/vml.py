@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import torch
 
-# the unary ops ATen hands to VML for float32 and float64 (the others are ATen's own vectorised code, which
-# makes no such choice: calling one of those here costs a microsecond and changes nothing)
+# the unary ops ATen hands to VML for float32 and float64, in this torch or an earlier one (an op a release
+# computes in ATen's own vectorised code instead makes no such choice: calling it here costs a microsecond)
 VML_OPS = ("acos", "asin", "atan", "cos", "erf", "erfc", "erfinv", "exp", "expm1", "log", "log10", "log1p", "log2",
            "sin", "sqrt", "tan", "tanh", "trunc")
 
