@@ -16,11 +16,13 @@ import importlib
 from typing import Any
 
 from kernelzoo import errors, ops
+from kernelzoo.backends.vml import settle_vml_dispatch
 from kernelzoo.db.lookup import winners as _winners
 from kernelzoo.dispatch import Choice, explain, set_winner_source, use
 from kernelzoo.registry import Call, Implementation, Op, registry
 
 set_winner_source(_winners)  # tuned winners; the database is opened at the first op call, not here
+settle_vml_dispatch()  # before any op runs on several threads (kernelzoo/backends/vml.py says why)
 
 __version__ = "0.1.0"
 __all__ = ["Call", "Choice", "Implementation", "Op", "TuneReport", "errors", "explain", "nn", "ops", "record",

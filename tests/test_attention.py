@@ -253,3 +253,72 @@ def test_the_torch_backwards_fallback_needs_no_autograd() -> None:
         assert op.verify(call, grads, op.reference(call)) is None, case.id
         checked += 1
     assert checked >= 6
+
+
+def _attention_f32(q, k, v, causal: bool, matmul=torch.matmul, exp=torch.exp, dtype=torch.float32,
+                   diagonal: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """(o, lse) of softmax(q·kᵀ/√D)·v (no GQA, no mask) in ``dtype`` with the given product and exp; causal
+    keeps keys j ≤ i + diagonal."""
+    q, k, v = (t.to(dtype) for t in (q, k, v))
+    s = matmul(q, k.transpose(-1, -2)) * (1.0 / math.sqrt(q.shape[-1]))
+    if causal:
+        s = s.masked_fill(torch.ones(s.shape[-2:], dtype=torch.bool).triu(1 + diagonal), float("-inf"))
+    m = s.amax(-1, keepdim=True)
+    p = exp(s - m)
+    row_sum = p.sum(-1, keepdim=True)
+    return (matmul(p, v) / row_sum).float(), (m + torch.log(row_sum)).squeeze(-1).float()
+
+
+def _k_loop(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a @ b with one rounded float32 add per term of the reduction, in order."""
+    out = a[..., :, :1] * b[..., :1, :]
+    for j in range(1, a.shape[-1]):
+        out = out + a[..., :, j:j + 1] * b[..., j:j + 1, :]
+    return out
+
+
+def _split_k(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    half = a.shape[-1] // 2
+    return a[..., :half] @ b[..., :half, :] + a[..., half:] @ b[..., half:, :]
+
+
+def _one_thread(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return a @ b
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_verify_takes_float32_in_any_summation_order_and_rejects_wrong_results(causal):
+    """The float32 rule (max|o − ref| ≤ 2·max|baseline − ref| + 1e-5·max(1, max|ref|)) is no tighter than
+    float32's rounding: the same math with its reductions in other orders passes. It still rejects results that
+    are wrong by less than a bug usually is: an off-by-one causal diagonal, one element a few atol off, the
+    math in float16, and an exp good to 13 bits (a thousand float32 ulp, as MKL's low-accuracy VML kernel)
+    in one batch, which the python plugin's first call could return when that kernel was picked by a race."""
+    op = registry.op("attention")
+    (q, k, v), _ = _inputs(_SHAPES["b2-n37-d32"])
+    call = op.check(q, k, v, causal=causal)
+    ref = op.reference(call)
+    orders = {"k-loop": _k_loop, "split-k": _split_k, "one thread": _one_thread,
+              "einsum": lambda a, b: torch.einsum("...ij,...jk->...ik", a, b),
+              "per batch": lambda a, b: torch.cat([a[i:i + 1] @ b[i:i + 1] for i in range(a.shape[0])])}
+    for name, matmul in orders.items():
+        assert op.verify(call, _attention_f32(q, k, v, causal, matmul), ref) is None, name
+
+    def exp_13_bits_in_batch_0(x: torch.Tensor) -> torch.Tensor:
+        y = torch.exp(x)
+        y[0] *= 1 + torch.where(torch.arange(y[0].numel()).view(y[0].shape) % 3 == 0, -1.0, 1.0) * 2.0 ** -13
+        return y
+    o, lse = _attention_f32(q, k, v, causal)
+    one_off = o.clone()
+    one_off[1, 0, 5, 7] += 4 * output_atol(torch.float32, ref[0])
+    wrong = {"one element 4 atol off": (one_off, lse),
+             "float16 math": _attention_f32(q, k, v, causal, dtype=torch.float16),
+             "low-accuracy exp": _attention_f32(q, k, v, causal, exp=exp_13_bits_in_batch_0)}
+    if causal:
+        wrong["causal diagonal + 1"] = _attention_f32(q, k, v, causal, diagonal=1)
+    for name, outputs in wrong.items():
+        assert op.verify(call, outputs, ref) is not None, name
