@@ -93,10 +93,12 @@ def _load_tile(desc, batch, row, col, ROWS: tl.constexpr, COLS: tl.constexpr, TR
     # The ROWS×COLS block at (row, col) of an operand, read through its descriptor: a transposed operand's
     # descriptor holds its memory order (COLS×ROWS), so the block is read that way and transposed in registers.
     # The tensor cores take either order from shared memory. Reads past the edges come back as zeros.
+    # (one return: Triton compiles every return of a function it inlines, constexpr branches included)
     if TRANSPOSED:
-        block = desc.load([batch, col, row]).reshape(COLS, ROWS) if BATCHED else desc.load([col, row])
-        return block.T
-    return desc.load([batch, row, col]).reshape(ROWS, COLS) if BATCHED else desc.load([row, col])
+        block = (desc.load([batch, col, row]).reshape(COLS, ROWS) if BATCHED else desc.load([col, row])).T
+    else:
+        block = desc.load([batch, row, col]).reshape(ROWS, COLS) if BATCHED else desc.load([row, col])
+    return block
 
 
 @triton.jit

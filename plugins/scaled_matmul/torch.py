@@ -23,12 +23,25 @@ def _capability(index: int) -> tuple[int, int]:
     return torch.cuda.get_device_capability(index)
 
 
+@functools.cache
+def _cpu_takes_row_scales() -> bool:
+    """Whether this torch's CPU torch._scaled_mm takes row-wise scales (2.13's does; 2.11's takes one element)."""
+    one = torch.ones(16, 16).to(torch.float8_e4m3fn)
+    try:
+        torch._scaled_mm(one, one.t(), torch.ones(16, 1), torch.ones(1, 16), out_dtype=torch.bfloat16)
+    except RuntimeError:
+        return False
+    return True
+
+
 class ScaledMatmulTorch(TorchImplementation):
     op = "scaled_matmul"
     dtypes = {"cpu": FP8, "cuda": FP8}  # a's dtype; the output's is out_dtype
 
     def supports(self, call: Call) -> str | None:
         why = super().supports(call)
+        if why is None and call.device.type == "cpu" and rowwise(call) and not _cpu_takes_row_scales():
+            return "this torch's CPU torch._scaled_mm takes per-tensor scales only"
         if why is not None or call.device.type != "cuda":
             return why
         a, b = call.inputs["a"], call.inputs["b"]
