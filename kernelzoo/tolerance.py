@@ -66,8 +66,10 @@ class Mismatch:
         return self.what
 
 
-def check_close(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> Mismatch | None:
-    """Compare ``out`` with the float64 ``ref``; None when it passes, else what is wrong."""
+def check_close(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance,
+                slack: torch.Tensor | None = None) -> Mismatch | None:
+    """Compare ``out`` with the float64 ``ref``; None when it passes, else what is wrong. ``slack`` (ref's shape)
+    adds a bound per element to the tolerance's, for errors that follow each output's own terms."""
     if out.shape != ref.shape:
         return Mismatch(f"shape {tuple(out.shape)}, expected {tuple(ref.shape)}")
     if out.numel() == 0:
@@ -84,14 +86,17 @@ def check_close(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> Mismatc
         return Mismatch("infinities differ from the reference")
     finite = ~(nan_want | inf_want)
     err = (got - want).abs()[finite]
-    bound = (tol.atol + tol.rtol * want.abs())[finite]
+    bound = tol.atol + tol.rtol * want.abs()
+    if slack is not None:
+        bound = bound + slack.to(want.device, torch.float64)
+    bound = bound[finite]
     bad = err > bound
     if bool(bad.any()):
         worst = int(torch.argmax(err - bound))
         return Mismatch(
             f"{int(bad.sum())} of {out.numel()} elements off: max abs error {float(err.max()):.3g}, "
             f"worst {float(err[worst]):.3g} > allowed {float(bound[worst]):.3g} "
-            f"(rtol {tol.rtol:g}, atol {tol.atol:g})"
+            f"(rtol {tol.rtol:g}, atol {tol.atol:g}{'' if slack is None else ', with a per-element slack'})"
         )
     return None
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from kernelzoo_plugins.scaled_matmul import quantize
+from kernelzoo_plugins.scaled_matmul import accumulation_slack, quantize
 
 import kernelzoo
 from kernelzoo import dispatch
@@ -13,6 +13,7 @@ from kernelzoo.backends import triton as triton_backend
 from kernelzoo.bench.cases import cases as bench_cases
 from kernelzoo.errors import UnsupportedError
 from kernelzoo.registry import registry
+from kernelzoo.tolerance import check_close
 from kernelzoo.tuner.pending import example_params
 from kernelzoo.tuner.tune import default_dtypes
 
@@ -121,7 +122,7 @@ def test_a_call_torch_scaled_mm_refuses_falls_back_and_a_forced_one_says_why(mon
 
 @pytest.mark.parametrize("plugin", _plugins_here())
 def test_the_op_is_forward_only_its_output_requires_no_grad(plugin) -> None:
-    a, b, scale_a, scale_b = _operands(16, 16, 32, row=True)
+    a, b, scale_a, scale_b = _operands(16, 16, 32, row=False)  # per-tensor scales: every torch's CPU takes them
     scale_a.requires_grad_()
     assert OP.derivative is None
     with kernelzoo.use(plugin):
@@ -208,3 +209,21 @@ def test_triton_matches_torch_scaled_mm_on_the_gpu(row) -> None:
     want = torch._scaled_mm(a, b, scale_a, scale_b, out_dtype=torch.bfloat16)
     ref = OP.reference(call)
     assert OP.verify(call, got, ref) is None and OP.verify(call, want, ref) is None
+
+
+def test_a_gpu_output_may_carry_the_fp8_accumulation_error_and_no_more() -> None:
+    from kernelzoo_plugins.scaled_matmul import FP8_ACCUMULATION
+
+    a, b, scale_a, scale_b = _operands(8, 8, 64, row=False)
+    call = OP.check(a, b, scale_a, scale_b, out_dtype=torch.float32)
+    ref = OP.reference(call)
+    da, db = (t.double() * s.double() for t, s in ((a, scale_a), (b, scale_b)))
+    slack = FP8_ACCUMULATION * (da.abs() @ db.abs())
+    tol = OP.tolerance(call)
+    allowed = tol.atol + tol.rtol * ref.abs() + slack
+    near = (ref + 0.9 * allowed).float()  # inside the slack, outside the tolerance alone
+    assert check_close(near, ref, tol) is not None
+    assert check_close(near, ref, tol, slack) is None
+    far = (ref + 1.5 * allowed).float()
+    assert "per-element slack" in check_close(far, ref, tol, slack).what
+    assert accumulation_slack(call) is None  # on the CPU every plugin sums in float32
