@@ -295,3 +295,35 @@ def test_fill_shipped_stale_retimes_the_file_s_stale_records_in_place(toys, tmp_
     assert (fast["plugin"], fast["config"], fast["origin"]) == ("fast", {"BLOCK": 2}, "tuned")
     assert fast["source_hash"] == registry.impl(OP, "fast").source_hash, "current, where the stale one stood"
     assert mid["time_ms"] == 1.2, "a current record is left as it is"
+
+
+class Describing:
+    """A pool that answers a worker's describe in this process: the flags and bucket of the op's example call."""
+
+    def __init__(self) -> None:
+        self.asked: list[dict] = []
+
+    def request(self, plugin: str, device: str, msg: dict, timeout: float) -> dict:
+        self.asked.append(dict(msg["params"]))
+        spec = registry.op(msg["op"])
+        call = spec.example(tuple(msg["shape"]), getattr(torch, msg["dtype"]), "cpu", **msg["params"])
+        return {"ok": True, "flags": spec.flags(call), "bucket": list(spec.bucket(call))}
+
+
+def test_a_re_time_rebuilds_the_record_s_own_call_or_none():
+    spec = registry.op("conv2d")
+    call = spec.example((2, 3, 9, 9, 4, 3, 3, 2, 1), torch.float32, "cpu")
+    flags = spec.flags(call)
+    assert flags == "stride=2x2-padding=1x1-dilation=1x1"
+    assert retime.flag_keywords(flags) == {"stride": [2, 2], "padding": [1, 1], "dilation": [1, 1]}
+    assert retime.flag_keywords("approximate=tanh-causal") == {"approximate": "tanh"}
+    # a record of the call whose geometry rode in its example shape: its recorded arguments ({}) and its shape
+    # text alone rebuild a stride-1, unpadded convolution, another key
+    record = Winner(op="conv2d", plugin="torch", source_hash="f" * 16, device=NVL, dtype="float32",
+                    bucket=tuple(spec.bucket(call)), flags=flags, config={}, time_ms=1.0, spread=0.01,
+                    shape=spec.shape_string(call), params={})
+    pool = Describing()
+    assert retime._params_for(pool, "cpu", record) == {"stride": [2, 2], "padding": [1, 1], "dilation": [1, 1]}
+    assert pool.asked[0] == {}, "the recorded arguments were tried first, and gave another key"
+    odd = replace(record, flags="stride=3x3-padding=1x1-dilation=1x1", bucket=(9, 9, 9, 9, 9, 9, 9))
+    assert retime._params_for(Describing(), "cpu", odd) is None, "no arguments give that bucket: skipped"

@@ -181,12 +181,9 @@ def _retime(store: Store, pool: WorkerPool, device: str, fp: Fingerprint,
     found_params: dict[tuple, Mapping[str, Any] | None] = {}
     for w in rows:
         asked = (w.op, w.dtype, w.shape, w.bucket, w.flags)
-        if w.params is not None:
-            params = w.params
-        else:  # asked once per key, of the first of its plugins
-            if asked not in found_params:
-                found_params[asked] = _params_for(pool, device, w)
-            params = found_params[asked]
+        if asked not in found_params:  # asked once per key, of the first of its plugins
+            found_params[asked] = _params_for(pool, device, w)
+        params = found_params[asked]
         if params is None:
             progress.note(f"skipped {w.op}/{w.plugin} {w.dtype} {w.shape} [{w.flags}]: no call arguments of the op "
                           "give this key's flags; tune it with `kernelzoo tune`")
@@ -243,19 +240,24 @@ class NotesOnly(Progress):
 
 
 def _params_for(pool: WorkerPool, device: str, w: Winner) -> Mapping[str, Any] | None:
-    """The call arguments of ``w``'s key: as recorded, else the first of the op's variants, each also with the
-    key's flag words as true keywords (``causal`` -> ``causal=True``), whose call has the key's flags and bucket
-    (asked of the plugin's worker)."""
-    if w.params is not None:
-        return w.params
+    """The call arguments that rebuild ``w``'s key: the first of these whose call has the key's flags and bucket
+    (asked of the plugin's worker), or None. The recorded ones first (a record may hold fewer than its call took:
+    conv2d's geometry rides in its example shape), then each of the op's variants, alone, with the key's flag words
+    as true keywords (``causal`` -> ``causal=True``), and with the key's ``name=value`` flags as keywords
+    (``stride=2x2`` -> ``stride=[2, 2]``). A re-time is never stored under another key than its record's."""
     spec = registry.op(w.op)
     variants = list(getattr(spec, "variants", None) or ({},))
-    if len(variants) == 1 and not w.flags:
-        return variants[0]
     words = [f for f in w.flags.split("-") if f.isidentifier()]
-    candidates = variants + [{**v, **dict.fromkeys(words, True)} for v in variants if words]
+    named = flag_keywords(w.flags)
+    candidates = ([dict(w.params)] if w.params is not None else []) + variants
+    candidates += [{**v, **dict.fromkeys(words, True)} for v in variants if words]
+    candidates += [{**v, **named} for v in variants if named]
     shape = list(spec.parse_shape(w.shape))
+    tried: list[Mapping[str, Any]] = []
     for variant in candidates:
+        if variant in tried:
+            continue
+        tried.append(variant)
         try:
             found = pool.request(w.plugin, device, {"cmd": "describe", "op": w.op, "plugin": w.plugin,
                                                     "device": device, "dtype": w.dtype, "shape": shape,
@@ -265,3 +267,19 @@ def _params_for(pool: WorkerPool, device: str, w: Winner) -> Mapping[str, Any] |
         if found.get("ok") and found["flags"] == w.flags and tuple(found["bucket"]) == w.bucket:
             return variant
     return None
+
+
+def flag_keywords(flags: str) -> dict[str, Any]:
+    """The ``name=value`` words of a key's flags as keyword arguments: integers, ``AxB`` pairs as lists, other
+    values as strings (``stride=2x2-padding=1x1`` -> ``{"stride": [2, 2], "padding": [1, 1]}``)."""
+    out: dict[str, Any] = {}
+    for word in flags.split("-"):
+        name, eq, value = word.partition("=")
+        if not eq or not name.isidentifier() or not value:
+            continue
+        parts = value.split("x")
+        if all(part.isdigit() for part in parts):
+            out[name] = [int(part) for part in parts] if len(parts) > 1 else int(parts[0])
+        else:
+            out[name] = value
+    return out
