@@ -116,7 +116,7 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def plot(rows: list[dict], path: Path) -> None:
+def plot(rows: list[dict], path: Path, device: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -131,7 +131,7 @@ def plot(rows: list[dict], path: Path) -> None:
                label="cuBLAS (torch)" if name == "torch" else name)
     ax.set_xticks(range(len(rows)), labels, fontsize=7)
     ax.set_ylabel("TFLOP/s")
-    ax.set_title(f"matmul on {torch.cuda.get_device_name()}")
+    ax.set_title(f"matmul on {device}")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / "matmul_bench.json").write_text(json.dumps(rows, indent=1))
     text = table(rows)
     (args.out / "matmul_bench.md").write_text(text + "\n")
-    plot(rows, args.out / "matmul_bench.png")
+    plot(rows, args.out / "matmul_bench.png", torch.cuda.get_device_name())
     print(text)
     return 0
 
