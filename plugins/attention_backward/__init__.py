@@ -88,8 +88,8 @@ class AttentionBackward(AttentionSpecBase):
               do: torch.Tensor, *, causal: bool = False, scale: float | None = None,
               attn_mask: torch.Tensor | None = None) -> Call:
         inputs, params = check_qkv_mask(self.name, q, k, v, causal, scale, attn_mask)
-        # o, lse and do nearly always agree with q: one test of the whole lets them through (1.1 µs of host time
-        # against 3.1 µs), and the checks that name what is wrong run only when it fails
+        # o, lse and do nearly always agree with q: one test of the whole lets them through at a third of the named
+        # checks' host time, and the checks that name what is wrong run only when it fails
         tensor, q_shape, dtype, device = torch.Tensor, q.shape, q.dtype, q.device
         if not (type(o) is tensor and type(do) is tensor and type(lse) is tensor and o.shape == q_shape
                 and do.shape == q_shape and lse.shape == q_shape[:3] and o.dtype is dtype and do.dtype is dtype

@@ -17,8 +17,8 @@ class Conv2dTorch(Implementation):
     plugin = "torch"
     # not bfloat16 on the CPU: oneDNN's bf16 convolution turns ±inf inputs into NaN where the sum is ±inf
     # (33 of 256 outputs in the nan-inf case)
-    # float32 only on the GPU: cuDNN's fp16/bf16 convolutions (torch 2.11, H100) miss the op's float64-reference
-    # tolerance in every fp16/bf16 conformance case, which kernelzoo's own conv kernels meet
+    # float32 only on the GPU: cuDNN's fp16/bf16 convolutions miss the op's float64-reference tolerance in every
+    # fp16/bf16 conformance case, which kernelzoo's own conv kernels meet (docs/design/conv.md)
     dtypes = {"cpu": (torch.float32, torch.float16), "cuda": (torch.float32,)}
 
     def run(self, call: Call, config: dict) -> torch.Tensor:

@@ -25,8 +25,8 @@ from . import batched, conv_shape, output_shape
 
 class Conv2dTriton(ConvTritonImplementation):
     op = "conv2d"
-    # the best geometric mean of the kernel's time over the six ResNet shapes at fp16 (H200, 2026-11-22: 1.20× each
-    # shape's best in geometric mean, 1.36× at worst): 36 KiB of shared memory, 64 accumulators a thread
+    # the best geometric mean of the kernel's time over the six ResNet shapes at fp16 (docs/design/conv.md):
+    # 36 KiB of shared memory, 64 accumulators a thread
     default_config = {"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 4, "num_stages": 3,
                       "channels_last": True}
 

@@ -13,8 +13,8 @@ class EmbeddingBackwardTorch(Implementation):
     plugin = "torch"
     # float32 only on the CPU: there torch adds float16 / bfloat16 rows in their own precision (a row hit 3
     # times was off by 7 fp16 units), not in float32 as the op does
-    # float32 only: torch's fp16/bf16 embedding backward accumulates in the half type (misses the tolerance in
-    # every fp16/bf16 case on the H100, torch 2.11)
+    # float32 only: torch's fp16/bf16 embedding backward accumulates in the half type, which misses the op's
+    # tolerance in every fp16/bf16 conformance case on the GPU
     dtypes = {"cpu": (torch.float32,), "cuda": (torch.float32,)}
 
     def run(self, call: Call, config: dict) -> torch.Tensor:

@@ -26,7 +26,7 @@ from kernelzoo.tolerance import Mismatch, Tolerance, check_close
 # Hopper's FP8 tensor cores add an instruction's products in an accumulator narrower than float32 (about 14
 # mantissa bits, truncating), and cuBLAS and Triton carry those sums into float32 every 32 to 128 of K. An output's
 # error then follows the magnitudes it sums, not its value: where the products cancel it is many times the output's
-# own rounding (on the H200, torch._scaled_mm missed the float32-accumulation tolerance alone, docs/design/gemm.md).
+# own rounding (torch._scaled_mm's own results miss the float32-accumulation tolerance: docs/design/gemm.md).
 # On a GPU each output may also be off by this share of the sum of its products' magnitudes, Σ_k |a·sa|·|b·sb|.
 FP8_ACCUMULATION = 2.0**-9
 
