@@ -572,8 +572,8 @@ __device__ __forceinline__ void dkdv_split(unsigned char* smem, DKDV_PARAMS) {
 // warpgroup's share of a tile a contiguous chunk of DQ_CHUNK floats, in which thread τ's accumulators 4κ .. 4κ+3
 // lie at floats 4·(128κ + τ) (16-byte stores, a warp's consecutive: no bank conflict). The convert kernel puts
 // the rows and columns back. The bulk reductions replace 8-byte REDs, 16 a thread a step at head dim 128, which
-// cost 28% of the pass's time (B=4 H=32 N=4096: 371 against 513 TFLOP/s without them, H100, 2026-11-27); one
-// reduction a row from a padded tile was slower still (287).
+// cost over a quarter of the pass's time; one reduction a row from a padded tile was slower still
+// (docs/design/flash-attention.md).
 #define NWG (WARPS / 4)
 #define DQ_N (HEAD_DIM / NWG)                  // dQ columns a warpgroup
 #define OUTER_BLOCK_UNITS (BLOCK_OUTER * 128 / 16)  // a 64-column block of the K or V tile, in 16-byte units

@@ -171,7 +171,7 @@ __device__ __forceinline__ void ln_cluster(const T* __restrict__ x, const T* __r
   cluster_barrier();
   // Warp 0 gathers the blocks' (mean, m2), a lane each, and combines them; the block reads the result from
   // red[32] (written after the cluster barrier, which every thread passes after reading block_sum2's).
-  // (Every thread loading all CLUSTER of them: 80 % of the floor at best, against 83 %; H100, 1024 x 65536 fp32.)
+  // (Every thread loading all CLUSTER of them was slower: docs/design/rows.md.)
   if (threadIdx.x < 32) {
     const float2 mine = gather_cluster(&block_stats);
     float mean = 0.0f, m2 = 0.0f;
@@ -273,8 +273,8 @@ KZ_KERNELS(ln_fits,
 // Blocks of the cluster kernel per SM that its registers must allow (of the SM's 65536): a thread's registers
 // are the most of 32, 24 more than the elements it holds, and twice those (32 at 8 elements, 40 at 16, 64 at
 // 32; ptxas -v through NVRTC 13 for sm_90: no spill but 4 bytes at 8 and in the scalar kernels). Without it ptxas took 2 registers past the step
-// that keeps one more block per SM at 256 x 32 (66 registers, 3 blocks) and 1024 x 8 (34, 1 block): 71 % and
-// 37 % of the floor against 75 % and 56 % before (H100, 1024 x 65536 fp32).
+// that keeps one more block per SM at 256 x 32 (66 registers, 3 blocks) and 1024 x 8 (34, 1 block), and those
+// configs lost a fifth to a third of their speed (docs/design/rows.md).
 constexpr int CLUSTER_REGISTERS = ITEMS + 24 > 2 * ITEMS ? (ITEMS + 24 > 32 ? ITEMS + 24 : 32) : 2 * ITEMS;
 constexpr int CLUSTER_MIN_BLOCKS =
     65536 / (THREADS * CLUSTER_REGISTERS) > 0 ? 65536 / (THREADS * CLUSTER_REGISTERS) : 1;
