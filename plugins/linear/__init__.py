@@ -33,7 +33,8 @@ from kernelzoo.tolerance import Tolerance, tf32_products, with_tf32
 
 
 class Linear(Op):
-    """linear(x, weight, bias=None): x·weightᵀ + bias over x's last dim, float32 accumulation."""
+    """linear(x, weight, bias=None): x·weightᵀ + bias over x's last dim, float32 accumulation; float32 inputs in
+    TF32 on a GPU's tensor cores where ``torch.backends.cuda.matmul.allow_tf32`` allows it, as torch does."""
 
     name = "linear"
     # the derivative: linear_backward gives grad_x, grad_weight and, with a bias, grad_bias

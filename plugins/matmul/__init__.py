@@ -42,7 +42,8 @@ def output_shape(call: Call) -> tuple[int, ...]:
 
 
 class Matmul(Op):
-    """matmul(a, b): a @ b for 2-D or batched 3-D tensors (torch.matmul semantics), float32 accumulation."""
+    """matmul(a, b): a @ b for 2-D or batched 3-D tensors (torch.matmul semantics), float32 accumulation; float32
+    inputs in TF32 on a GPU's tensor cores where ``torch.backends.cuda.matmul.allow_tf32`` allows it, as torch does."""
 
     name = "matmul"
     # the derivative: grad·bᵀ and aᵀ·grad by the matmul op, each summed back over a batch dim that broadcasting
