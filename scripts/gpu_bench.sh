@@ -43,10 +43,11 @@ print(f'{torch.cuda.get_device_name()} (sm_{\"\".join(map(str, torch.cuda.get_de
       f'nvrtc {\".\".join(map(str, cuda.nvrtc_version()))}')"
 grep -m 1 "(sm_" "$log"
 ops=$(python3 -c "import kernelzoo; print(' '.join(sorted(kernelzoo.registry.load().ops)))")
-gemm=() attention=() conv=() memory=()
+gemm=() fp8=() attention=() conv=() memory=()
 for op in $ops; do
     case $op in
         matmul | linear | linear_backward) gemm+=(--op "$op") ;;
+        scaled_matmul) fp8+=(--op "$op") ;;
         attention*) attention+=(--op "$op") ;;
         conv2d*) conv+=(--op "$op") ;;
         *) memory+=(--op "$op") ;;
@@ -55,7 +56,8 @@ done
 # 25 ms of timed runs per plugin and shape (at least 5 runs) keeps the noise near 1%; a plugin slower
 # than 250 ms a run (the python ones on the biggest shapes) is reported, not timed. One dtype per op
 # group fits the time: fp32 for the memory-bound ops and fp16 for attention, bf16
-# for the matmuls and convolutions (cuDNN runs fp32 convolutions as TF32, past the fp32 floor).
+# for the matmuls and convolutions (cuDNN runs fp32 convolutions as TF32, past the fp32 floor), e4m3 for the
+# FP8 matmul.
 bench=(kernelzoo bench --device cuda --output "$res/{op}.json" --plot "$res/{op}.png" --budget-ms 25 --max-run-ms 250)
 
 step 150 "bench memory-bound ops" "${bench[@]}" "${memory[@]}" --dtype float32
@@ -64,6 +66,7 @@ step 60 "pytest-benchmark softmax" python3 -m pytest benchmarks/ --benchmark-onl
 step 120 "gelu fusion study" python3 examples/gelu_fusion.py --device cuda --out "$res/gelu_fusion.md"
 # the python matmuls form every product (a 4096^3 call moves ~0.5 TB): left out
 step 75 "bench matmuls" "${bench[@]}" "${gemm[@]}" --dtype bfloat16 --plugin triton --plugin cuda --plugin torch
+step 45 "bench FP8 matmuls" "${bench[@]}" "${fp8[@]}" --dtype float8_e4m3fn --plugin triton --plugin torch
 step 90 "bench attention" "${bench[@]}" "${attention[@]}" --dtype float16
 step 60 "bench convolutions" "${bench[@]}" "${conv[@]}" --dtype bfloat16
 
