@@ -23,7 +23,7 @@ pytestmark = pytest.mark.skipif(not PTXAS.exists(), reason="Triton's bundled ptx
 @pytest.fixture(scope="module")
 def scan() -> dict[str, list[str]]:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    done = subprocess.run([sys.executable, str(Path(__file__).with_name("triton_compile_scan.py"))],
+    done = subprocess.run([sys.executable, str(Path(__file__).with_name("triton_compile_scan.py")), "plugins"],
                           capture_output=True, text=True, env=env, timeout=1200)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])

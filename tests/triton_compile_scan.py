@@ -1,16 +1,20 @@
-"""Compile, for sm_90 and without a GPU, every Triton kernel that the triton plugins launch with their default
-config on the first small conformance cases of each of their GPU dtypes; print a JSON object
-{"op/dtype": ["ok kernel" | "FAIL kernel: why" | "host: why", ...]}.
+"""Compile Triton kernels for sm_90 without a GPU, as the launches of real calls make them.
 
-Run in a process without TRITON_INTERPRET (Triton's interpreter never compiles): the plugins run on CPU tensors,
-their launches are caught instead of made, and each distinct launch is compiled by Triton's compiler from its
-arguments' types (tests/test_triton_sources.py)."""
+    python tests/triton_compile_scan.py plugins   # every triton plugin: its default config on the first small
+                                                  # conformance cases of each of its GPU dtypes
+    python tests/triton_compile_scan.py gemm      # the GEMM family's specializations (GEMM_CASES)
+
+Prints a JSON object {name: ["ok kernel" | "FAIL kernel: why" | "host: why", ...]}. Run in a process without
+TRITON_INTERPRET (Triton's interpreter never compiles): the calls run on CPU tensors, their launches are caught
+instead of made, and each distinct launch is compiled by Triton's compiler from its arguments' types
+(tests/test_triton_sources.py)."""
 
 from __future__ import annotations
 
 import json
 import os
 import sys
+from collections.abc import Callable
 
 if os.environ.get("TRITON_INTERPRET") == "1":
     sys.exit("run without TRITON_INTERPRET: the interpreter never compiles")
@@ -29,6 +33,20 @@ TYPES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", t
          torch.int16: "i16", torch.int8: "i8", torch.uint8: "u8", torch.bool: "i1"}
 OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
 CASES_PER_DTYPE = 3
+TARGET = GPUTarget("cuda", 90, 32)
+
+_launches: list[tuple] = []
+_compiled: set = set()
+
+
+def _catch_launches() -> None:
+    """Launches are recorded, not made; what the host asks of a GPU gets an H100/H200's answers."""
+    backend.Launcher.__call__ = lambda self, grid, *args, **kwargs: _launches.append((self.kernel, args, kwargs))
+    import kernelzoo_plugins._gemm.triton as gemm
+
+    gemm.multiprocessors = lambda index: 132  # the persistent kernel's program count
+    # float32 products of CPU tensors take TF32's path as they would on a GPU that allows it
+    gemm.tf32_products = lambda dtype, device: dtype == torch.float32
 
 
 def signature(kernel, args: tuple, kwargs: dict) -> tuple[dict, dict]:
@@ -53,15 +71,32 @@ def signature(kernel, args: tuple, kwargs: dict) -> tuple[dict, dict]:
     return types, constexprs
 
 
-def main() -> int:
-    launches: list[tuple] = []
-    backend.Launcher.__call__ = lambda self, grid, *args, **kwargs: launches.append((self.kernel, args, kwargs))
-    import kernelzoo_plugins._gemm.triton as gemm
+def compile_launches(run: Callable[[], object], label: str) -> list[str]:
+    """Run ``run`` with launches caught, then compile each launch not compiled before; a line per launch."""
+    _launches.clear()
+    found = []
+    try:
+        run()
+    except Exception as exc:
+        found.append(f"host: {label}: {type(exc).__name__}: {str(exc)[:200]}")
+    for kernel, args, kwargs in _launches:
+        try:
+            types, constexprs = signature(kernel, args, kwargs)
+            options = {k: kwargs[k] for k in OPTIONS if k in kwargs}
+            key = (id(kernel), json.dumps(types, sort_keys=True), repr(sorted(constexprs.items())),
+                   repr(sorted(options.items())))
+            if key not in _compiled:  # else the same kernel and types, compiled for an earlier launch
+                triton.compile(ASTSource(fn=kernel, signature=types, constexprs=constexprs), target=TARGET,
+                               options=options)
+                _compiled.add(key)
+            found.append(f"ok {kernel.fn.__name__}")
+        except Exception as exc:
+            found.append(f"FAIL {kernel.fn.__name__}: {type(exc).__name__}: {str(exc)[-600:]}")
+    return found
 
-    gemm.multiprocessors = lambda index: 132  # the persistent kernel's program count, asked of a GPU
+
+def plugins() -> dict[str, list[str]]:
     results: dict[str, list[str]] = {}
-    seen: set = set()
-    target = GPUTarget("cuda", 90, 32)
     for impl in registry.load():
         if not isinstance(impl, backend.TritonImplementation):
             continue
@@ -69,29 +104,62 @@ def main() -> int:
         for dtype in impl.dtypes.get("cuda", ()):
             found = results.setdefault(f"{impl.op}/{dtype_name(dtype)}", [])
             for case in [c for c in spec.cases() if c.small][:CASES_PER_DTYPE]:
-                launches.clear()
-                try:
+                def run(case=case, dtype=dtype, impl=impl, spec=spec) -> object:
                     args, kwargs = case.make(torch.device("cpu"), dtype, torch.Generator().manual_seed(0))
-                    impl.run(spec.check(*args, **kwargs), impl.config())
-                except Exception as exc:
-                    found.append(f"host: {case.id}: {type(exc).__name__}: {str(exc)[:200]}")
-                for kernel, args, kwargs in launches:
-                    try:
-                        types, constexprs = signature(kernel, args, kwargs)
-                        key = (id(kernel), json.dumps(types, sort_keys=True), repr(sorted(constexprs.items())),
-                               repr(sorted((k, kwargs[k]) for k in OPTIONS if k in kwargs)))
-                        if key in seen:  # the same kernel and types, compiled for an earlier launch
-                            found.append(f"ok {kernel.fn.__name__}")
-                            continue
-                        seen.add(key)
-                        triton.compile(ASTSource(fn=kernel, signature=types, constexprs=constexprs), target=target,
-                                       options={k: kwargs[k] for k in OPTIONS if k in kwargs})
-                        found.append(f"ok {kernel.fn.__name__}")
-                    except Exception as exc:
-                        found.append(f"FAIL {kernel.fn.__name__}: {type(exc).__name__}: {str(exc)[-600:]}")
-    print(json.dumps(results))
+                    return impl.run(spec.check(*args, **kwargs), impl.config())
+                found += compile_launches(run, case.id)
+    return results
+
+
+def _m(*shape: int, dtype: torch.dtype = torch.bfloat16) -> torch.Tensor:
+    return torch.randn(shape).to(dtype)
+
+
+# name -> (a, b, bias, scales, config overrides): rows 16-byte aligned unless a case says so, so that operands
+# are read as they lie (transposed ones through their transposes' descriptors)
+GEMM_CASES: dict[str, Callable[[], tuple]] = {
+    "bf16-row-major": lambda: (_m(256, 128), _m(128, 256), None, None, {}),
+    "bf16-transposed-b-subtile": lambda: (_m(256, 128), _m(256, 128).t(), None, None, {"SUBTILE": 1}),
+    "fp16-transposed-a-batched-warp-specialized": lambda: (
+        _m(2, 128, 256, dtype=torch.float16).transpose(1, 2), _m(2, 128, 256, dtype=torch.float16), None, None,
+        {"WS": 1, "num_stages": 4, "SUBTILE": 1}),
+    "fp32-tf32-k-major-b-unaligned-c": lambda: (_m(256, 64, dtype=torch.float32), _m(64, 250, dtype=torch.float32),
+                                                None, None, {"BLOCK_K": 32}),
+    "fp32-broadcast-bias": lambda: (_m(256, 64, dtype=torch.float32), _m(3, 64, 256, dtype=torch.float32),
+                                    _m(256, dtype=torch.float32), None, {"BLOCK_K": 32}),
+    "fp8-row-scales-bias": lambda: (
+        _m(256, 128, dtype=torch.float8_e4m3fn), _m(256, 128, dtype=torch.float8_e4m3fn).t(), _m(256),
+        (torch.rand(256), torch.rand(256), True), {"BLOCK_K": 128, "PROMOTE_K": 32}),
+    "tiled-fp16-bias": lambda: (_m(256, 128, dtype=torch.float16), _m(128, 256, dtype=torch.float16),
+                                _m(256, dtype=torch.float16), None, {"TMA": 0}),
+}
+
+
+def gemm_cases() -> dict[str, list[str]]:
+    from kernelzoo_plugins._gemm.triton import GemmTritonImplementation, Scales, gemm
+
+    results = {}
+    for name, make in GEMM_CASES.items():
+        a, b, bias, scales, overrides = make()
+        config = {**GemmTritonImplementation.default_config, "BLOCK_K": 64, "SUBTILE": 0, **overrides}
+        batch = max(t.shape[0] if t.dim() == 3 else 1 for t in (a, b))
+        shape = (batch, a.shape[-2], b.shape[-1]) if max(a.dim(), b.dim()) == 3 else (a.shape[0], b.shape[1])
+        out_dtype = bias.dtype if bias is not None else a.dtype if a.element_size() > 1 else torch.bfloat16
+        c = torch.empty(shape, dtype=out_dtype)
+        results[name] = compile_launches(
+            lambda a=a, b=b, c=c, bias=bias, config=config, scales=scales: gemm(
+                a, b, c, bias, config, Scales(*scales) if scales else None), name)
+    return results
+
+
+def main(argv: list[str]) -> int:
+    _catch_launches()
+    what = {"plugins": plugins, "gemm": gemm_cases}
+    if len(argv) != 1 or argv[0] not in what:
+        sys.exit(f"usage: triton_compile_scan.py {{{'|'.join(what)}}}")
+    print(json.dumps(what[argv[0]]()))
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(sys.argv[1:]))

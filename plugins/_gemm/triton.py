@@ -28,6 +28,7 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 from kernelzoo.backends.triton import TritonImplementation, cdiv, interpreting, launcher
 from kernelzoo.errors import UnsupportedError
 from kernelzoo.registry import FP8
+from kernelzoo.tolerance import tf32_products
 
 MAX_GRID_Y = 65535
 TMA_ALIGN = 16  # bytes: TMA's alignment of a descriptor's base address and of every stride but the last
@@ -203,6 +204,11 @@ def multiprocessors(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count
 
 
+@functools.cache
+def has_tma(index: int) -> bool:
+    return torch.cuda.get_device_capability(index)[0] >= 9
+
+
 class Scales(NamedTuple):
     """Dequantizing scales of an 8-bit float product: one float32 element each, or (``rowwise``) a contiguous vector
     of one per row of A and one per column of B."""
@@ -226,7 +232,7 @@ def gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, bias: torch.Tensor |
     bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
     epilogue = dict(
         HAS_BIAS=bias is not None, SCALES=0 if scales is None else 2 if scales.rowwise else 1,
-        PRECISION="tf32" if a.dtype != torch.float32 or tf32_allowed() else "ieee",
+        PRECISION="tf32" if a.dtype != torch.float32 or tf32_products(a.dtype, a.device) else "ieee",
         PROMOTE_K=min(config.get("PROMOTE_K", bk), bk) if a.dtype in FP8 else None)
     pointers = (bias if bias is not None else c3, *((scales.a, scales.b) if scales is not None else (c3, c3)))
     try:
@@ -248,7 +254,7 @@ def gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, bias: torch.Tensor |
 
 def _gemm_tma(a3: torch.Tensor, b3: torch.Tensor, c3: torch.Tensor, pointers: tuple, config: dict,
               epilogue: dict) -> None:
-    if c3.is_cuda and torch.cuda.get_device_capability(c3.device)[0] < 9:
+    if c3.is_cuda and not has_tma(c3.device.index or 0):
         raise UnsupportedError("triton gemm: TMA needs a GPU of compute capability 9.0 or newer")
     (batch, m, n), k = c3.shape, a3.shape[-1]
     bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
@@ -272,12 +278,6 @@ def _gemm_tma(a3: torch.Tensor, b3: torch.Tensor, c3: torch.Tensor, pointers: tu
         BLOCK_N=bn, BLOCK_K=bk, GROUP_M=config["GROUP_M"], PROGRAMS=programs, SUBTILE=subtile,
         WARP_SPECIALIZE=bool(config.get("WS", 0)), num_warps=config["num_warps"],
         num_stages=config["num_stages"])
-
-
-def tf32_allowed() -> bool:
-    """Whether float32 products may run on the tensor cores in TF32, as torch's matmul does: its own switch,
-    ``torch.backends.cuda.matmul.allow_tf32`` (set by ``torch.set_float32_matmul_precision("high")`` too)."""
-    return torch.backends.cuda.matmul.allow_tf32
 
 
 class GemmTritonImplementation(TritonImplementation):

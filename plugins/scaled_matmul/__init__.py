@@ -13,6 +13,7 @@ a call's dtype is a's.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -52,6 +53,23 @@ def dequantized(call: Call, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Ten
     if not rowwise(call):  # one element, whatever its shape: a scalar
         scale_a, scale_b = scale_a.reshape(()), scale_b.reshape(())
     return a * scale_a, b * scale_b
+
+
+@functools.cache
+def capability(index: int) -> tuple[int, int]:
+    """A CUDA device's compute capability, asked once (8.9 and newer have 8-bit float tensor cores)."""
+    return torch.cuda.get_device_capability(index)
+
+
+@functools.cache
+def cpu_takes_row_scales() -> bool:
+    """Whether this torch's CPU torch._scaled_mm takes row-wise scales (2.13's does; 2.11's takes one element)."""
+    one = torch.ones(16, 16).to(torch.float8_e4m3fn)
+    try:
+        torch._scaled_mm(one, one.t(), torch.ones(16, 1), torch.ones(1, 16), out_dtype=torch.bfloat16)
+    except RuntimeError:
+        return False
+    return True
 
 
 def accumulation_slack(call: Call) -> torch.Tensor | None:

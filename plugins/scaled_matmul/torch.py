@@ -7,31 +7,13 @@ torch._scaled_mm itself rejects raises UnsupportedError with torch's message, so
 
 from __future__ import annotations
 
-import functools
-
 import torch
 
 from kernelzoo.backends.tensor_ops import TorchImplementation
 from kernelzoo.errors import UnsupportedError
 from kernelzoo.registry import FP8, Call
 
-from . import out_dtype, rowwise
-
-
-@functools.cache
-def _capability(index: int) -> tuple[int, int]:
-    return torch.cuda.get_device_capability(index)
-
-
-@functools.cache
-def _cpu_takes_row_scales() -> bool:
-    """Whether this torch's CPU torch._scaled_mm takes row-wise scales (2.13's does; 2.11's takes one element)."""
-    one = torch.ones(16, 16).to(torch.float8_e4m3fn)
-    try:
-        torch._scaled_mm(one, one.t(), torch.ones(16, 1), torch.ones(1, 16), out_dtype=torch.bfloat16)
-    except RuntimeError:
-        return False
-    return True
+from . import capability, cpu_takes_row_scales, out_dtype, rowwise
 
 
 class ScaledMatmulTorch(TorchImplementation):
@@ -40,13 +22,13 @@ class ScaledMatmulTorch(TorchImplementation):
 
     def supports(self, call: Call) -> str | None:
         why = super().supports(call)
-        if why is None and call.device.type == "cpu" and rowwise(call) and not _cpu_takes_row_scales():
+        if why is None and call.device.type == "cpu" and rowwise(call) and not cpu_takes_row_scales():
             return "this torch's CPU torch._scaled_mm takes per-tensor scales only"
         if why is not None or call.device.type != "cuda":
             return why
         a, b = call.inputs["a"], call.inputs["b"]
         k, n = b.shape
-        if _capability(call.device.index) < (8, 9):
+        if capability(call.device.index) < (8, 9):
             return "torch._scaled_mm needs a GPU of compute capability 8.9 or newer"
         if k % 16 or n % 16:
             return f"torch._scaled_mm takes N and K that are multiples of 16, not N={n}, K={k}"

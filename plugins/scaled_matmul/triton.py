@@ -10,19 +10,12 @@ being more precise and slower; the tuner keeps the fastest that still verifies.
 
 from __future__ import annotations
 
-import functools
-
 import torch
 from kernelzoo_plugins._gemm.triton import GemmTritonImplementation, Scales, gemm
 
 from kernelzoo.registry import FP8, Call
 
-from . import out_dtype, rowwise
-
-
-@functools.cache
-def _capability(index: int) -> tuple[int, int]:
-    return torch.cuda.get_device_capability(index)
+from . import capability, out_dtype, rowwise
 
 
 class ScaledMatmulTriton(GemmTritonImplementation):
@@ -39,7 +32,7 @@ class ScaledMatmulTriton(GemmTritonImplementation):
 
     def supports(self, call: Call) -> str | None:
         why = super().supports(call)
-        if why is None and call.device.type == "cuda" and _capability(call.device.index) < (8, 9):
+        if why is None and call.device.type == "cuda" and capability(call.device.index) < (8, 9):
             return "Triton's 8-bit float dot needs a GPU of compute capability 8.9 or newer"
         return why
 
