@@ -24,11 +24,12 @@ from kernelzoo.errors import ArgumentError, DeviceError, DTypeError
 from kernelzoo.registry import FLOATS, FP8, BadCase, Call, Case, Op, check_tensor, dtype_name, parse_dtype, randn
 from kernelzoo.tolerance import Mismatch, Tolerance, check_close
 
-# Hopper's FP8 tensor cores add an instruction's products in an accumulator narrower than float32 (about 14
-# mantissa bits, truncating), and cuBLAS and Triton carry those sums into float32 every 32 to 128 of K. An output's
-# error then follows the magnitudes it sums, not its value: where the products cancel it is many times the output's
-# own rounding (torch._scaled_mm's own results miss the float32-accumulation tolerance: docs/design/gemm.md).
-# On a GPU each output may also be off by this share of the sum of its products' magnitudes, Σ_k |a·sa|·|b·sb|.
+# Hopper's FP8 tensor cores add an instruction's products in an accumulator narrower than float32, and a kernel
+# carries those sums into float32 only every so often along K (Triton's max_num_imprecise_acc). An output's error
+# then follows the magnitudes it sums, not its value: where the products cancel it is many times the output's own
+# rounding (torch._scaled_mm's own results miss the float32-accumulation tolerance: docs/design/gemm.md). On a GPU
+# each output may also be off by this share of the sum of its products' magnitudes, Σ_k |a·sa|·|b·sb|: a bound
+# chosen from the accumulator's width, not yet checked against GPU results (docs/design/gemm.md).
 FP8_ACCUMULATION = 2.0**-9
 
 # a's 8-bit float where a suite hands a case or an example another dtype (the custom-op checks, CUDA graphs and
