@@ -29,7 +29,6 @@ class Tolerance:
         return Tolerance(self.rtol * factor, self.atol * factor)
 
 
-
 def tf32_products(dtype: torch.dtype, device: torch.device) -> bool:
     """Whether float32 matrix products may run in TF32 on the tensor cores, as torch's matmul does: on CUDA while
     ``torch.backends.cuda.matmul.allow_tf32`` is set (``torch.set_float32_matmul_precision("high")`` sets it)."""
@@ -41,6 +40,7 @@ def with_tf32(tolerance: Tolerance, k: int) -> Tolerance:
     truncation on the tensor cores): each product is off by up to 2^-9 relative, and K of them with random signs
     leave σ = 2^-10·sqrt(2K/3) absolute; 8·2^-10·sqrt(K) is about ten σ."""
     return Tolerance(max(tolerance.rtol, 2.0**-9), tolerance.atol + 8 * 2.0**-10 * math.sqrt(max(k, 1)))
+
 
 # rtol: a few units of the dtype's rounding (fp32 eps 1.2e-7, fp16 4.9e-4, bf16 3.9e-3 at
 # the output's last rounding); atol covers results that cancel to near zero.
