@@ -272,7 +272,7 @@ STUDIES = [
     "and [convolution](../design/conv.md).",
     "",
     "Against torch's SDPA backends per shape (FA2, cuDNN, memory-efficient), with the tuned dispatch: "
-    "[attention-sdpa.md](attention-sdpa.md). The layer ops on an H200: [h200.md](h200.md).",
+    "[attention-sdpa.md](attention-sdpa.md).",
     "",
     "mytorch's training step against torch eager and torch.compile, and how to measure it: [mytorch.md](mytorch.md). "
     "The host time of one op call against torch's own op, and where it goes: [call-path.md](call-path.md).",
