@@ -1,0 +1,163 @@
+// The Hopper GEMM (sm_90a): C[z] = A[z]·B[z] for fp16 / bf16 on warpgroup MMAs, operands brought by the TMA unit.
+// A is M×K and B is K×N, both row-major with 16-byte aligned rows (K and N multiples of 8: the TMA unit's strides),
+// read through 3-d tensor maps (column, row, batch; a batch of one is read at batch 0 by every z); C is M×N
+// row-major, contiguous per batch. Defines: BM×BN the block tile, BK 64, STAGES, CONSUMERS (1 or 2 warpgroups).
+//
+// A persistent grid: each block walks output tiles blockIdx.x, +gridDim.x, ... of the batch's tiles in grouped
+// order (GROUP_M tile rows sweep the columns, so that the blocks in flight share A rows and B columns in L2).
+//
+// Warp specialization. The last warpgroup is the producer: its first thread issues, for each k-tile of each tile,
+// one TMA box of A (64 columns × BM rows) and BN/64 boxes of B (64 columns × 64 rows) into a stage of a
+// STAGES-deep ring, on the stage's `full` mbarrier with the stage's bytes expected (whole boxes: elements past
+// the matrix arrive as zeros and count). The CONSUMERS warpgroups before it each own BM/CONSUMERS rows of the tile
+// (MW m64 blocks) and all BN columns: they wait on `full`, issue the k-tile's 4 k16 steps as one wgmma group and
+// keep one group in flight, so that a stage is handed back on its `empty` mbarrier (every consumer thread
+// arrives) once the group after it has been issued and its own has completed. Stage s of the ring is used
+// for the k-tiles it ≡ s (mod STAGES) counted across the block's tiles: fill f waits on parity f & 1. With two
+// consumers the producer gives its registers away (setmaxnreg), so that the 128 accumulators a thread holds and
+// the addressing around them stay in registers.
+//
+// Tiles in shared memory are 128-byte swizzled, as the TMA unit writes them and the descriptors read them
+// (wgmma.cuh): an A stage is [BM][64] (K-major, 8-row groups 1024 bytes apart), a B stage [BN/64][64][64]
+// (MN-major, imm-trans-b: k rows 8 at a time 1024 bytes apart, N's 64-column blocks 64·128 bytes apart). Step kk
+// of a k-tile starts 32·kk bytes into A's lines and 16·kk rows into B's. Dynamic shared memory: 1024 bytes of
+// alignment slack, STAGES A and B tiles, 2·STAGES mbarriers.
+//
+// Epilogue: the accumulators (m16n8k16's C fragments, see wgmma.cuh) converted to T and stored from registers,
+// two adjacent outputs a 4-byte store, rows past M and columns past N left alone.
+#ifndef CONSUMERS
+#define CONSUMERS 2
+#endif
+#ifndef GROUP_M
+#define GROUP_M 8
+#endif
+#define WG_ROWS (BM / CONSUMERS)  // rows of the tile a consumer warpgroup owns
+#define MW (WG_ROWS / 64)         // its m64 blocks
+#define NACC (BN / 2)             // accumulators a thread holds per m64 block
+#define A_STAGE (BM * BK)         // elements of a stage's A tile
+#define B_STAGE (BK * BN)
+#define KERNEL_THREADS (128 * (CONSUMERS + 1))
+// registers a thread once the producer has given its own away (128·(2·232 + 40) = 64512 of the 65536)
+#define CONSUMER_REGISTERS 232
+#define PRODUCER_REGISTERS 40
+
+static_assert(BK == 64, "a k-tile is one 128-byte line of 16-bit elements a row (the 128-byte swizzle)");
+static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
+static_assert(WG_ROWS % 64 == 0 && BM <= 256, "a consumer owns whole m64 blocks; a TMA box is up to 256 rows");
+static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma's N: 64, 128 or 256");
+static_assert(MW * NACC <= 128, "a consumer thread holds up to 128 accumulators");
+
+typedef long long i64;
+
+// wgmma descriptors and steps; mbarriers, TMA copies and setmaxnreg (tma.cuh, through it)
+#include "../_cuda/wgmma.cuh"
+
+// Tile t of the batch's tiles_m × tiles_n tiles: its batch z and first row and column.
+__device__ __forceinline__ void hopper_tile(int t, int tiles_m, int tiles_n, int& z, int& m0, int& n0) {
+  const int per_batch = tiles_m * tiles_n, pid = t % per_batch;
+  const int per_group = GROUP_M * tiles_n, first_m = pid / per_group * GROUP_M;
+  const int group_m = tiles_m - first_m < GROUP_M ? tiles_m - first_m : GROUP_M;
+  z = t / per_batch;
+  m0 = (first_m + pid % per_group % group_m) * BM;
+  n0 = pid % per_group / group_m * BN;
+}
+
+// C(row, col) and C(row, col + 1) of this batch's C, where they exist (N is even, col even: both or neither).
+__device__ __forceinline__ void hopper_store(T* c, int M, int N, int row, int col, float v0, float v1) {
+  if (row < M && col < N) *reinterpret_cast<unsigned*>(c + (i64)row * N + col) = pack_pair(v0, v1, T{});
+}
+
+// The kernel of the file's header. a_map, b_map: tensor maps of A (Ba, M, K) with boxes (64, BM, 1) and B
+// (Bb, K, N) with boxes (64, 64, 1), 128-byte swizzled; a_batched / b_batched: whether A / B step with z (else
+// batch 0 serves every z). Grid: up to one block per SM, any number; block KERNEL_THREADS.
+extern "C" __global__ void __launch_bounds__(KERNEL_THREADS, 1)
+    matmul_wgmma(const __grid_constant__ TensorMap a_map, const __grid_constant__ TensorMap b_map, T* __restrict__ c,
+                 int M, int N, int K, int batch, int a_batched, int b_batched) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* sa = reinterpret_cast<T*>(smem_raw + (1024 - smem_addr(smem_raw) % 1024) % 1024);  // [STAGES][BM][64]
+  T* sb = sa + STAGES * A_STAGE;                                                          // [STAGES][BN/64][64][64]
+  u64* full = reinterpret_cast<u64*>(sb + STAGES * B_STAGE);                             // [STAGES]
+  u64* empty = full + STAGES;                                                            // [STAGES]
+  const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN, k_tiles = (K + BK - 1) / BK;
+  const int tiles = tiles_m * tiles_n * batch, wg = threadIdx.x / 128;
+
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int s = 0; s < STAGES; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], 128 * CONSUMERS);
+    fence_mbarrier_init();
+  }
+  __syncthreads();
+
+  if (wg == CONSUMERS) {  // the producer warpgroup
+#if CONSUMERS == 2
+    setmaxnreg_dec<PRODUCER_REGISTERS>();
+#endif
+    if (threadIdx.x == 128 * CONSUMERS) {
+      int it = 0;  // k-tiles issued, over this block's tiles
+      for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+        int z, m0, n0;
+        hopper_tile(t, tiles_m, tiles_n, z, m0, n0);
+        const int za = a_batched ? z : 0, zb = b_batched ? z : 0;
+        for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+          const int slot = it % STAGES;
+          if (it >= STAGES) mbar_wait(&empty[slot], (it / STAGES - 1) & 1);  // fill it - STAGES consumed
+          mbar_arrive_expect(&full[slot], (A_STAGE + B_STAGE) * (unsigned)sizeof(T));
+          tma_load_3d(sa + slot * A_STAGE, &a_map, kt * BK, m0, za, &full[slot]);
+#pragma unroll
+          for (int cb = 0; cb < BN / 64; ++cb)
+            tma_load_3d(sb + slot * B_STAGE + cb * BK * 64, &b_map, n0 + cb * 64, kt * BK, zb, &full[slot]);
+        }
+      }
+    }
+    return;
+  }
+#if CONSUMERS == 2
+  setmaxnreg_inc<CONSUMER_REGISTERS>();
+#endif
+
+  // Descriptors of stage 0: this warpgroup's A rows (K-major) and B (MN-major, column blocks 64 lines apart).
+  // Stages, m64 blocks and k16 steps move only the start address (16-byte units).
+  const u64 a_desc = sw128_desc(sa + wg * WG_ROWS * 64, 16);
+  const u64 b_desc = sw128_desc(sb, BK * 128);
+  constexpr int A_UNITS = A_STAGE * 2 / 16, B_UNITS = B_STAGE * 2 / 16;
+  const int warp = threadIdx.x % 128 / 32, lane = threadIdx.x % 32;
+
+  float acc[MW][NACC];
+  int it = 0;  // k-tiles consumed, over this block's tiles (as the producer counts them)
+  for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+    int z, m0, n0;
+    hopper_tile(t, tiles_m, tiles_n, z, m0, n0);
+#pragma unroll
+    for (int i = 0; i < MW; ++i)
+#pragma unroll
+      for (int e = 0; e < NACC; ++e) acc[i][e] = 0.0f;
+    for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+      const int slot = it % STAGES;
+      mbar_wait(&full[slot], it / STAGES & 1);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < BK / 16; ++kk)
+#pragma unroll
+        for (int i = 0; i < MW; ++i)
+          wgmma_ss<0, 1>(acc[i], a_desc + slot * A_UNITS + i * 64 * 128 / 16 + kk * 2,
+                         b_desc + slot * B_UNITS + kk * 16 * 128 / 16, 1, T{});
+      wgmma_commit();
+      wgmma_wait<1>();  // k-tile it - 1's group has completed: its stage is free
+      if (kt > 0) mbar_arrive(&empty[(it - 1) % STAGES]);
+    }
+    wgmma_wait<0>();
+#pragma unroll
+    for (int i = 0; i < MW; ++i) fence_operands(acc[i]);
+    if (k_tiles > 0) mbar_arrive(&empty[(it - 1) % STAGES]);
+
+    T* cz = c + (i64)z * M * N;
+    const int row = m0 + wg * WG_ROWS + warp * 16 + lane / 4, col = n0 + lane % 4 * 2;
+#pragma unroll
+    for (int i = 0; i < MW; ++i)
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j) {
+        hopper_store(cz, M, N, row + i * 64, col + j * 8, acc[i][4 * j], acc[i][4 * j + 1]);
+        hopper_store(cz, M, N, row + i * 64 + 8, col + j * 8, acc[i][4 * j + 2], acc[i][4 * j + 3]);
+      }
+  }
+}
