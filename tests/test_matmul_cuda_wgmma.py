@@ -29,8 +29,9 @@ def admitted() -> list[dict]:
     """Every WGMMA point of the config space that the kernel takes and whose stages fit the H100's shared memory."""
     out = []
     space = IMPL.config_space
-    for bm, bn, stages, consumers in itertools.product(space["BM"], space["BN"], space["STAGES"], space["CONSUMERS"]):
-        config = wgmma(BM=bm, BN=bn, STAGES=stages, CONSUMERS=consumers)
+    for bm, bn, stages, consumers, store in itertools.product(space["BM"], space["BN"], space["STAGES"],
+                                                              space["CONSUMERS"], space["TMA_STORE"]):
+        config = wgmma(BM=bm, BN=bn, STAGES=stages, CONSUMERS=consumers, TMA_STORE=store)
         try:
             if IMPL.wgmma_shape(config)[1] <= H100_SHARED:
                 out.append(config)
@@ -68,6 +69,9 @@ def test_threads_and_shared_memory_of_a_config():
     assert IMPL.wgmma_shape(wgmma(BM=128, BN=256, STAGES=4, CONSUMERS=2)) == (384, 1024 + 4 * 384 * 128 + 64)
     assert IMPL.wgmma_shape(wgmma(BM=128, BN=128, STAGES=5, CONSUMERS=1)) == (256, 1024 + 5 * 256 * 128 + 80)
     assert IMPL.wgmma_shape(wgmma(BM=128, BN=256, STAGES=5, CONSUMERS=2))[1] > H100_SHARED
+    # TMA_STORE: two 64×64 staging tiles a consumer
+    assert IMPL.wgmma_shape(wgmma(BM=256, BN=128, STAGES=4, CONSUMERS=2, TMA_STORE=1)) == (
+        384, 1024 + 4 * 384 * 128 + 2 * 2 * 8192 + 64)
 
 
 @pytest.mark.parametrize(("a_shape", "b_shape", "dtype", "match"), [
@@ -80,16 +84,17 @@ def test_calls_the_kernel_cannot_take_say_why(a_shape, b_shape, dtype, match):
     assert match in IMPL.wgmma_unsupported(call)
 
 
-def test_consumers_are_the_hopper_kernel_s_only():
+@pytest.mark.parametrize("overrides", [{"CONSUMERS": 2}, {"TMA_STORE": 1}])
+def test_the_hopper_kernel_s_entries_are_refused_by_the_others(overrides):
     call = OP.check(torch.zeros(8, 8, dtype=torch.float16), torch.zeros(8, 8, dtype=torch.float16))
-    with pytest.raises(UnsupportedError, match="CONSUMERS is the Hopper kernel's"):
-        IMPL.run(call, IMPL.config({"CONSUMERS": 2}))
+    with pytest.raises(UnsupportedError, match="CONSUMERS and TMA_STORE are the Hopper kernel's"):
+        IMPL.run(call, IMPL.config(overrides))
 
 
 @pytest.mark.skipif(not cuda.compile_available()[0], reason="NVRTC not available")
 @pytest.mark.parametrize("dtype", HALF_TYPES, ids=dtype_name)
 @pytest.mark.parametrize("config", admitted(),
-                         ids=lambda c: f"{c['BM']}x{c['BN']}-s{c['STAGES']}-c{c['CONSUMERS']}")
+                         ids=lambda c: f"{c['BM']}x{c['BN']}-s{c['STAGES']}-c{c['CONSUMERS']}-t{c['TMA_STORE']}")
 def test_every_specialization_compiles_without_spills_or_serialized_mmas(config, dtype):
     """ptxas keeps the accumulators in registers and the warpgroup MMAs asynchronous: it says so when it must
     serialize them (C7510, "wgmma.mma_async instructions are serialized") or spill."""
@@ -108,8 +113,9 @@ HOPPER = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9,
 on_hopper = pytest.mark.skipif(not HOPPER, reason="the WGMMA kernel runs on sm_90 (Hopper) GPUs only")
 GPU_CONFIGS = [pytest.param(IMPL.config(seed), id=f"seed{i}") for i, seed in enumerate(IMPL.tuning_seeds)] + [
     pytest.param(wgmma(BM=64, BN=256, STAGES=3, CONSUMERS=1), id="64x256-s3-c1"),
-    pytest.param(wgmma(BM=128, BN=64, STAGES=4, CONSUMERS=2), id="128x64-s4-c2"),
+    pytest.param(wgmma(BM=128, BN=64, STAGES=4, CONSUMERS=2, TMA_STORE=1), id="128x64-s4-c2-t1"),
     pytest.param(wgmma(BM=256, BN=64, STAGES=3, CONSUMERS=2), id="256x64-s3-c2"),
+    pytest.param(wgmma(BM=64, BN=128, STAGES=3, CONSUMERS=1, TMA_STORE=1), id="64x128-s3-c1-t1"),
 ]
 
 

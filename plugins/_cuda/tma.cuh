@@ -79,6 +79,15 @@ __device__ __forceinline__ void tma_load_3d(void* dst, const TensorMap* map, int
                : "memory");
 }
 
+// The box at coordinates (c0, c1, c2) of the 3-d tensor `map` describes written from shared memory at src (laid out
+// and swizzled as the map says) by the TMA unit, into this thread's bulk async-group (bulk_commit, bulk_wait*
+// above); elements of the box outside the tensor are not written. src's writes by the generic proxy must be made
+// visible to the async proxy first (fence_proxy_async, wgmma.cuh) by every thread that wrote them.
+__device__ __forceinline__ void tma_store_3d(const TensorMap* map, const void* src, int c0, int c1, int c2) {
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];\n"
+               ::"l"(reinterpret_cast<u64>(map)), "r"(smem_addr(src)), "r"(c0), "r"(c1), "r"(c2) : "memory");
+}
+
 // The registers of this thread's warpgroup (every thread of it executes the same) lowered or raised to N (24-256,
 // a multiple of 8); raising waits until the register file has them. The kernel's register count at entry must be
 // known to ptxas (__launch_bounds__ with a minimum of blocks), else it ignores these (C7508).

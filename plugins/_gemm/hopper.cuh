@@ -21,15 +21,21 @@
 // (wgmma.cuh): an A stage is [BM][64] (K-major, 8-row groups 1024 bytes apart), a B stage [BN/64][64][64]
 // (MN-major, imm-trans-b: k rows 8 at a time 1024 bytes apart, N's 64-column blocks 64·128 bytes apart). Step kk
 // of a k-tile starts 32·kk bytes into A's lines and 16·kk rows into B's. Dynamic shared memory: 1024 bytes of
-// alignment slack, STAGES A and B tiles, 2·STAGES mbarriers.
+// alignment slack, STAGES A and B tiles, the staging tiles of TMA_STORE 1, 2·STAGES mbarriers.
 //
-// Epilogue: the accumulators (m16n8k16's C fragments, see wgmma.cuh) converted to T and stored from registers,
-// two adjacent outputs a 4-byte store, rows past M and columns past N left alone.
+// Epilogue: the accumulators (m16n8k16's C fragments, see wgmma.cuh) converted to T. TMA_STORE 0: stored from
+// registers, two adjacent outputs a 4-byte store, rows past M and columns past N left alone. TMA_STORE 1: each
+// 64×64 block of a consumer's rows goes through a 128-byte-swizzled staging tile in shared memory (two a
+// consumer, taken in turn) and reaches C by one TMA store (whole 128-byte lines; the TMA unit leaves out what lies
+// past M and N); the consumers go on to the next tile while the stores drain. Its staging tiles follow the B ring.
 #ifndef CONSUMERS
 #define CONSUMERS 2
 #endif
 #ifndef GROUP_M
 #define GROUP_M 8
+#endif
+#ifndef TMA_STORE
+#define TMA_STORE 0
 #endif
 #define WG_ROWS (BM / CONSUMERS)  // rows of the tile a consumer warpgroup owns
 #define MW (WG_ROWS / 64)         // its m64 blocks
@@ -69,14 +75,20 @@ __device__ __forceinline__ void hopper_store(T* c, int M, int N, int row, int co
 
 // The kernel of the file's header. a_map, b_map: tensor maps of A (Ba, M, K) with boxes (64, BM, 1) and B
 // (Bb, K, N) with boxes (64, 64, 1), 128-byte swizzled; a_batched / b_batched: whether A / B step with z (else
-// batch 0 serves every z). Grid: up to one block per SM, any number; block KERNEL_THREADS.
+// batch 0 serves every z); c_map (TMA_STORE 1): C (batch, M, N) with boxes (64, 64, 1), 128-byte swizzled.
+// Grid: up to one block per SM, any number; block KERNEL_THREADS.
 extern "C" __global__ void __launch_bounds__(KERNEL_THREADS, 1)
     matmul_wgmma(const __grid_constant__ TensorMap a_map, const __grid_constant__ TensorMap b_map, T* __restrict__ c,
-                 int M, int N, int K, int batch, int a_batched, int b_batched) {
+                 int M, int N, int K, int batch, int a_batched, int b_batched
+#if TMA_STORE
+                 , const __grid_constant__ TensorMap c_map
+#endif
+                 ) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* sa = reinterpret_cast<T*>(smem_raw + (1024 - smem_addr(smem_raw) % 1024) % 1024);  // [STAGES][BM][64]
   T* sb = sa + STAGES * A_STAGE;                                                          // [STAGES][BN/64][64][64]
-  u64* full = reinterpret_cast<u64*>(sb + STAGES * B_STAGE);                             // [STAGES]
+  T* sc = sb + STAGES * B_STAGE;                                                          // [CONSUMERS][2][64][64]
+  u64* full = reinterpret_cast<u64*>(sc + TMA_STORE * CONSUMERS * 2 * 64 * 64);           // [STAGES]
   u64* empty = full + STAGES;                                                            // [STAGES]
   const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN, k_tiles = (K + BK - 1) / BK;
   const int tiles = tiles_m * tiles_n * batch, wg = threadIdx.x / 128;
@@ -124,6 +136,11 @@ extern "C" __global__ void __launch_bounds__(KERNEL_THREADS, 1)
 
   float acc[MW][NACC];
   int it = 0;  // k-tiles consumed, over this block's tiles (as the producer counts them)
+#if TMA_STORE
+  T* staging = sc + wg * 2 * 64 * 64;  // this consumer's two staging tiles
+  const bool storer = threadIdx.x % 128 == 0;  // the thread of the warpgroup that issues its stores
+  int stores = 0;  // 64×64 blocks stored, over this block's tiles: block s is staged in tile s % 2
+#endif
   for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
     int z, m0, n0;
     hopper_tile(t, tiles_m, tiles_n, z, m0, n0);
@@ -150,6 +167,32 @@ extern "C" __global__ void __launch_bounds__(KERNEL_THREADS, 1)
     for (int i = 0; i < MW; ++i) fence_operands(acc[i]);
     if (k_tiles > 0) mbar_arrive(&empty[(it - 1) % STAGES]);
 
+#if TMA_STORE
+    // Row r of a staging tile is one 128-byte line, its 16-byte chunk q stored at q ^ (r % 8): a thread's n8 tile j
+    // of the block is chunk j of rows r and r + 8 (r % 8 = lane / 4), and the 32 lanes of a store hit 32 banks.
+    const int r = warp * 16 + lane / 4;
+#pragma unroll
+    for (int i = 0; i < MW; ++i)
+#pragma unroll
+      for (int cb = 0; cb < BN / 64; ++cb, ++stores) {
+        T* tile = staging + stores % 2 * 64 * 64;
+        if (storer) bulk_wait_read<1>();  // the store issued from this tile two blocks ago has read it
+        named_barrier(1 + wg, 128);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          const float* d = acc[i] + 4 * (cb * 8 + j);
+          T* at = tile + r * 64 + (j ^ lane / 4) * 8 + lane % 4 * 2;
+          *reinterpret_cast<unsigned*>(at) = pack_pair(d[0], d[1], T{});
+          *reinterpret_cast<unsigned*>(at + 8 * 64) = pack_pair(d[2], d[3], T{});
+        }
+        fence_proxy_async();  // each thread's stores, for the TMA unit's reads
+        named_barrier(1 + wg, 128);
+        if (storer) {
+          tma_store_3d(&c_map, tile, n0 + cb * 64, m0 + wg * WG_ROWS + i * 64, z);
+          bulk_commit();
+        }
+      }
+#else
     T* cz = c + (i64)z * M * N;
     const int row = m0 + wg * WG_ROWS + warp * 16 + lane / 4, col = n0 + lane % 4 * 2;
 #pragma unroll
@@ -159,5 +202,9 @@ extern "C" __global__ void __launch_bounds__(KERNEL_THREADS, 1)
         hopper_store(cz, M, N, row + i * 64, col + j * 8, acc[i][4 * j], acc[i][4 * j + 1]);
         hopper_store(cz, M, N, row + i * 64 + 8, col + j * 8, acc[i][4 * j + 2], acc[i][4 * j + 3]);
       }
+#endif
   }
+#if TMA_STORE
+  if (storer) bulk_wait<0>();  // the stores have read their staging tiles (and written C) before the block exits
+#endif
 }

@@ -34,17 +34,22 @@ class MatmulCuda(CudaImplementation):
     # that does not fit a call's dtype, or needs more registers than a block has, is rejected.
     # WGMMA 1 (sm_90, fp16/bf16, 16-byte aligned rows): the Hopper kernel, BK 64 (one 128-byte swizzled line),
     # CONSUMERS warpgroups of BM/CONSUMERS rows (whole m64 blocks, up to 128 accumulators a thread) and a producer
-    # warpgroup; 1024 + STAGES·(BM + BN)·128 + 16·STAGES bytes of shared memory. It reads neither WM nor WN, and
-    # the mma.sync kernels not CONSUMERS: points that differ only there are rejected, not run twice.
+    # warpgroup; TMA_STORE 1 stores C through shared memory by TMA instead of from registers. Shared memory:
+    # 1024 + STAGES·(BM + BN)·128 + TMA_STORE·CONSUMERS·16384 + 16·STAGES bytes. It reads neither WM nor WN, and
+    # the mma.sync kernels neither CONSUMERS nor TMA_STORE: points that differ only there are rejected, not run
+    # twice.
     config_space = {"BM": [64, 128, 256], "BN": [64, 128, 256], "BK": [32, 64], "WM": [32, 64],
-                    "WN": [64], "STAGES": [3, 4, 5], "WGMMA": [0, 1], "CONSUMERS": [1, 2]}
+                    "WN": [64], "STAGES": [3, 4, 5], "WGMMA": [0, 1], "CONSUMERS": [1, 2], "TMA_STORE": [0, 1]}
     # 8 warps of 64×64: 106 KiB of shared memory at fp16, 194 KiB at float32 (512 threads)
-    default_config = {"BM": 128, "BN": 256, "BK": 32, "WM": 64, "WN": 64, "STAGES": 4, "WGMMA": 0, "CONSUMERS": 1}
+    default_config = {"BM": 128, "BN": 256, "BK": 32, "WM": 64, "WN": 64, "STAGES": 4, "WGMMA": 0, "CONSUMERS": 1,
+                      "TMA_STORE": 0}
     # The Hopper kernel's tiles of CUTLASS's and FlashAttention-3's sm90 GEMMs: 128×256 and 256×128 over two
-    # consumers, 128×128 over one; not yet timed against each other.
-    tuning_seeds = ({"WGMMA": 1, "BM": 128, "BN": 256, "BK": 64, "STAGES": 4, "CONSUMERS": 2},
+    # consumers, 128×128 over one, with either epilogue; not yet timed against each other.
+    tuning_seeds = ({"WGMMA": 1, "BM": 128, "BN": 256, "BK": 64, "STAGES": 4, "CONSUMERS": 2, "TMA_STORE": 1},
+                    {"WGMMA": 1, "BM": 128, "BN": 256, "BK": 64, "STAGES": 4, "CONSUMERS": 2},
+                    {"WGMMA": 1, "BM": 256, "BN": 128, "BK": 64, "STAGES": 4, "CONSUMERS": 2, "TMA_STORE": 1},
                     {"WGMMA": 1, "BM": 256, "BN": 128, "BK": 64, "STAGES": 4, "CONSUMERS": 2},
-                    {"WGMMA": 1, "BM": 128, "BN": 128, "BK": 64, "STAGES": 5, "CONSUMERS": 1},
+                    {"WGMMA": 1, "BM": 128, "BN": 128, "BK": 64, "STAGES": 5, "CONSUMERS": 1, "TMA_STORE": 1},
                     {"WGMMA": 1, "BM": 128, "BN": 128, "BK": 64, "STAGES": 5, "CONSUMERS": 2})
 
     def __init__(self) -> None:
@@ -60,8 +65,8 @@ class MatmulCuda(CudaImplementation):
     def run(self, call: Call, config: dict) -> torch.Tensor:
         if config.get("WGMMA"):
             return self.run_wgmma(call, config)
-        if config.get("CONSUMERS", 1) != 1:
-            raise UnsupportedError(f"matmul/cuda: CONSUMERS is the Hopper kernel's (WGMMA 1): {config}")
+        if config.get("CONSUMERS", 1) != 1 or config.get("TMA_STORE", 0):
+            raise UnsupportedError(f"matmul/cuda: CONSUMERS and TMA_STORE are the Hopper kernel's (WGMMA 1): {config}")
         a3, b3, batch = batched(call)
         out = call.empty(output_shape(call))
         if out.numel() == 0:
@@ -126,7 +131,8 @@ class MatmulCuda(CudaImplementation):
         if accumulators > WGMMA_ACCUMULATORS:
             raise UnsupportedError(f"matmul/cuda: {config} gives a consumer thread {accumulators} accumulators; "
                                    f"{WGMMA_ACCUMULATORS} fit its registers")
-        return 128 * (consumers + 1), 1024 + config["STAGES"] * (bm + bn) * 128 + 16 * config["STAGES"]
+        staging = config["TMA_STORE"] * consumers * 2 * 64 * 64 * 2  # two 64×64 tiles a consumer
+        return 128 * (consumers + 1), 1024 + config["STAGES"] * (bm + bn) * 128 + staging + 16 * config["STAGES"]
 
     @staticmethod
     def wgmma_unsupported(call: Call) -> str | None:
@@ -166,7 +172,8 @@ class MatmulCuda(CudaImplementation):
             return out.zero_()
         kernel = self.kernel("matmul_wgmma", call.dtype, config)
         tiles = batch * -(-m // config["BM"]) * -(-n // config["BN"])
+        c_map = (tensor_map(out.view(batch, m, n), (64, 64, 1)),) if config["TMA_STORE"] else ()
         kernel(tensor_map(a3, (64, config["BM"], 1)), tensor_map(b3, (64, 64, 1)), out, m, n, k, batch,
-               int(a3.shape[0] > 1), int(b3.shape[0] > 1), grid=min(tiles, props.multi_processor_count),
+               int(a3.shape[0] > 1), int(b3.shape[0] > 1), *c_map, grid=min(tiles, props.multi_processor_count),
                block=threads, shared_mem=shared)
         return out
