@@ -11,6 +11,7 @@ import zlib
 
 import pytest
 import torch
+from kernelzoo_plugins.matmul import cuda as matmul_cuda
 
 from kernelzoo.backends import cuda
 from kernelzoo.errors import UnsupportedError
@@ -76,12 +77,49 @@ def test_threads_and_shared_memory_of_a_config():
 
 @pytest.mark.parametrize(("a_shape", "b_shape", "dtype", "match"), [
     ((33, 64), (64, 40), torch.float32, "float16 and bfloat16"),
-    ((33, 60), (60, 40), torch.float16, "K = 60 and N = 40"),
-    ((33, 64), (64, 36), torch.bfloat16, "K = 64 and N = 36"),
+    ((33, 60), (60, 40), torch.float16, "a of shape (33, 60) and strides (60, 1) has neither, and K = 60"),
+    ((33, 64), (64, 36), torch.bfloat16, "b of shape (64, 36) and strides (36, 1) has neither, and N = 36"),
 ])
 def test_calls_the_kernel_cannot_take_say_why(a_shape, b_shape, dtype, match):
     call = OP.check(torch.zeros(a_shape, dtype=dtype), torch.zeros(b_shape, dtype=dtype))
     assert match in IMPL.wgmma_unsupported(call)
+
+
+def half(*shape: int) -> torch.Tensor:
+    return torch.zeros(shape, dtype=torch.float16)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: (half(60, 32).t(), half(60, 40)),  # K = 60: A column-major (columns 32 apart), B row-major (rows 40 apart)
+    lambda: (half(32, 64), half(36, 64).t()),  # N = 36: B column-major (columns 64 apart)
+], ids=["k60", "n36"])
+def test_operands_are_read_by_columns_where_their_rows_would_not_be_aligned(make):
+    assert IMPL.wgmma_unsupported(OP.check(*make())) is None
+
+
+@pytest.mark.parametrize(("make", "columns"), [
+    (lambda: half(3, 40, 72), False),                  # contiguous rows
+    (lambda: half(3, 72, 40).transpose(1, 2), True),   # a batch of column-major matrices
+    (lambda: half(40, 80)[:, :72], False),             # rows of a wider matrix (stride 80)
+    (lambda: half(1, 40, 1), True),                    # one column: read as one row of Aᵀ
+    (lambda: half(1, 1, 40), False),
+])
+def test_tma_view_reads_rows_or_columns_as_they_lie(make, columns):
+    t = make()
+    view, got = matmul_cuda.tma_view(t)
+    assert got == columns
+    assert view.data_ptr() == t.data_ptr() and view.stride(-1) == 1
+    assert torch.equal(view.transpose(-1, -2) if columns else view, t)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: half(40, 73)[:, :72],                     # rows 73 elements apart
+    lambda: half(40 * 72 + 1)[1:].view(40, 72),       # 2 bytes past an aligned address
+    lambda: half(1, 40, 72).expand(3, 40, 72),        # a batch stride of 0
+    lambda: half(40, 144)[:, ::2],                    # neither dim contiguous
+])
+def test_tma_view_refuses_what_the_tma_unit_cannot_step_along(make):
+    assert matmul_cuda.tma_view(make()) is None
 
 
 @pytest.mark.parametrize("overrides", [{"CONSUMERS": 2}, {"TMA_STORE": 1}])
@@ -98,6 +136,11 @@ def test_the_hopper_kernel_s_entries_are_refused_by_the_others(overrides):
 def test_every_specialization_compiles_without_spills_or_serialized_mmas(config, dtype):
     """ptxas keeps the accumulators in registers and the warpgroup MMAs asynchronous: it says so when it must
     serialize them (C7510, "wgmma.mma_async instructions are serialized") or spill."""
+    compile_checked(config, dtype)
+
+
+def compile_checked(config: dict, dtype: torch.dtype) -> None:
+    """Compile ``config`` for ``dtype`` (sm_90a) and check ptxas's report: no warning, no spill."""
     cubin = cuda.compile_cubin(IMPL.read_source("cuda.cu"), defines=IMPL.defines(dtype, config),
                                options=["--ptxas-options=-v"], arch=IMPL.target(config, "sm_90"), name="cuda.cu")
     log = cuda.last_log()
@@ -105,6 +148,15 @@ def test_every_specialization_compiles_without_spills_or_serialized_mmas(config,
     assert "matmul_wgmma" in log
     assert "serialized" not in log and "arning" not in log, log
     assert [int(n) for n in re.findall(r"(\d+) bytes spill stores", log)] == [0], log
+
+
+@pytest.mark.skipif(not cuda.compile_available()[0], reason="NVRTC not available")
+@pytest.mark.parametrize("dtype", HALF_TYPES, ids=dtype_name)
+@pytest.mark.parametrize(("a_columns", "b_columns"), [(1, 0), (0, 1), (1, 1)], ids=["ta", "tb", "tab"])
+@pytest.mark.parametrize("seed", range(len(IMPL.tuning_seeds)), ids=lambda i: f"seed{i}")
+def test_column_major_operands_compile_without_spills_or_serialized_mmas(seed, a_columns, b_columns, dtype):
+    config = {**IMPL.config(IMPL.tuning_seeds[seed]), "A_COL_MAJOR": a_columns, "B_COL_MAJOR": b_columns}
+    compile_checked(config, dtype)
 
 
 # --- on an sm_90 GPU ---------------------------------------------------------------------------------------------
@@ -144,7 +196,7 @@ def test_matches_the_reference(mnk, config, dtype):
 @pytest.mark.parametrize("dtype", HALF_TYPES, ids=dtype_name)
 @pytest.mark.parametrize("config", GPU_CONFIGS)
 @pytest.mark.parametrize("layout", ["batched", "broadcast-a", "broadcast-b-2d", "transposed-a", "transposed-b",
-                                    "offset"])
+                                    "transposed-ab", "transposed-batched", "sliced", "offset"])
 def test_layouts_match_the_reference(layout, config, dtype):
     g = torch.Generator(device="cuda").manual_seed(zlib.crc32(layout.encode()))
 
@@ -157,6 +209,9 @@ def test_layouts_match_the_reference(layout, config, dtype):
         "broadcast-b-2d": lambda: (r(3, 130, 72), r(72, 264)),
         "transposed-a": lambda: (r(72, 130).t(), r(72, 264)),
         "transposed-b": lambda: (r(130, 72), r(264, 72).t()),
+        "transposed-ab": lambda: (r(72, 136).t(), r(260, 72).t()),  # M and K multiples of 8, N not
+        "transposed-batched": lambda: (r(2, 72, 136).transpose(1, 2), r(2, 264, 72).transpose(1, 2)),
+        "sliced": lambda: (r(130, 80)[:, :72], r(72, 272)[:, 3:267]),  # strided rows; b copied (unaligned start)
         "offset": lambda: (r(130 * 72 + 1)[1:].view(130, 72), r(72 * 264 + 1)[1:].view(72, 264)),
     }[layout]()
     check(a, b, config)

@@ -1,33 +1,37 @@
 // The Hopper GEMM (sm_90a): C[z] = A[z]·B[z] for fp16 / bf16 on warpgroup MMAs, operands brought by the TMA unit.
-// A is M×K and B is K×N, both row-major with 16-byte aligned rows (K and N multiples of 8: the TMA unit's strides),
-// read through 3-d tensor maps (column, row, batch; a batch of one is read at batch 0 by every z); C is M×N
-// row-major, contiguous per batch. Defines: BM×BN the block tile, BK 64, STAGES, CONSUMERS (1 or 2 warpgroups).
+// A is M×K and B is K×N, each row-major or, with A_COL_MAJOR / B_COL_MAJOR, column-major (a transposed view),
+// read as they lie through 3-d tensor maps (innermost dim, outer dim, batch; a batch of one is read at batch 0 by
+// every z) whose strides the TMA unit needs in multiples of 16 bytes. C is M×N row-major, contiguous per batch.
+// Defines: BM×BN the block tile, BK 64, STAGES, CONSUMERS (1 or 2 warpgroups), TMA_STORE, A_COL_MAJOR,
+// B_COL_MAJOR.
 //
 // A persistent grid: each block walks output tiles blockIdx.x, +gridDim.x, ... of the batch's tiles in grouped
 // order (GROUP_M tile rows sweep the columns, so that the blocks in flight share A rows and B columns in L2).
 //
 // Warp specialization. The last warpgroup is the producer: its first thread issues, for each k-tile of each tile,
-// one TMA box of A (64 columns × BM rows) and BN/64 boxes of B (64 columns × 64 rows) into a stage of a
-// STAGES-deep ring, on the stage's `full` mbarrier with the stage's bytes expected (whole boxes: elements past
-// the matrix arrive as zeros and count). The CONSUMERS warpgroups before it each own BM/CONSUMERS rows of the tile
-// (MW m64 blocks) and all BN columns: they wait on `full`, issue the k-tile's 4 k16 steps as one wgmma group and
-// keep one group in flight, so that a stage is handed back on its `empty` mbarrier (every consumer thread
-// arrives) once the group after it has been issued and its own has completed. Stage s of the ring is used
-// for the k-tiles it ≡ s (mod STAGES) counted across the block's tiles: fill f waits on parity f & 1. With two
-// consumers the producer gives its registers away (setmaxnreg), so that the 128 accumulators a thread holds and
-// the addressing around them stay in registers.
+// the TMA boxes of A (one of 64 k × BM rows; column-major, BM/64 of 64 m × 64 k) and of B (BN/64 of 64 n × 64 k;
+// column-major, one of 64 k × BN) into a stage of a STAGES-deep ring, on the stage's `full` mbarrier with the
+// stage's bytes expected (whole boxes: elements past the matrix arrive as zeros and count). The CONSUMERS
+// warpgroups before it each own BM/CONSUMERS rows of the tile (MW m64 blocks) and all BN columns: they wait on
+// `full`, issue the k-tile's 4 k16 steps as one wgmma group and keep one group in flight, so that a stage is
+// handed back on its `empty` mbarrier (every consumer thread arrives) once the group after it has been issued and
+// its own has completed. Stage s of the ring is used for the k-tiles it ≡ s (mod STAGES) counted across the
+// block's tiles: fill f waits on parity f & 1. With two consumers the producer gives its registers away
+// (setmaxnreg), so that the 128 accumulators a thread holds and the addressing around them stay in registers.
 //
 // Tiles in shared memory are 128-byte swizzled, as the TMA unit writes them and the descriptors read them
-// (wgmma.cuh): an A stage is [BM][64] (K-major, 8-row groups 1024 bytes apart), a B stage [BN/64][64][64]
-// (MN-major, imm-trans-b: k rows 8 at a time 1024 bytes apart, N's 64-column blocks 64·128 bytes apart). Step kk
-// of a k-tile starts 32·kk bytes into A's lines and 16·kk rows into B's. Dynamic shared memory: 1024 bytes of
-// alignment slack, STAGES A and B tiles, the staging tiles of TMA_STORE 1, 2·STAGES mbarriers.
+// (wgmma.cuh). A row-major operand's stage is [rows][64] (K-major: 8-row groups 1024 bytes apart; step kk of a
+// k-tile starts 32·kk bytes into the lines); a column-major one's [rows/64][64][64], 64 k lines of 64 rows or
+// columns (MN-major, the instruction's transpose bit: k rows 8 at a time 1024 bytes apart, 64-wide blocks 64·128
+// bytes apart; step kk starts 16·kk lines in). So B, row-major K×N, is MN-major, and A's m64 block i starts
+// 8192·i bytes in either way. Dynamic shared memory: 1024 bytes of alignment slack, STAGES A and B tiles, the
+// staging tiles of TMA_STORE 1, 2·STAGES mbarriers.
 //
 // Epilogue: the accumulators (m16n8k16's C fragments, see wgmma.cuh) converted to T. TMA_STORE 0: stored from
 // registers, two adjacent outputs a 4-byte store, rows past M and columns past N left alone. TMA_STORE 1: each
 // 64×64 block of a consumer's rows goes through a 128-byte-swizzled staging tile in shared memory (two a
 // consumer, taken in turn) and reaches C by one TMA store (whole 128-byte lines; the TMA unit leaves out what lies
-// past M and N); the consumers go on to the next tile while the stores drain. Its staging tiles follow the B ring.
+// past M and N); the consumers go on to the next tile while the stores drain.
 #ifndef CONSUMERS
 #define CONSUMERS 2
 #endif
@@ -37,11 +41,20 @@
 #ifndef TMA_STORE
 #define TMA_STORE 0
 #endif
+#ifndef A_COL_MAJOR
+#define A_COL_MAJOR 0
+#endif
+#ifndef B_COL_MAJOR
+#define B_COL_MAJOR 0
+#endif
 #define WG_ROWS (BM / CONSUMERS)  // rows of the tile a consumer warpgroup owns
 #define MW (WG_ROWS / 64)         // its m64 blocks
 #define NACC (BN / 2)             // accumulators a thread holds per m64 block
 #define A_STAGE (BM * BK)         // elements of a stage's A tile
 #define B_STAGE (BK * BN)
+// A k16 step in 16-byte units of a descriptor's start address: 32 bytes along K-major lines, 16 MN-major lines
+#define A_STEP (A_COL_MAJOR ? 16 * 128 / 16 : 2)
+#define B_STEP (B_COL_MAJOR ? 2 : 16 * 128 / 16)
 #define KERNEL_THREADS (128 * (CONSUMERS + 1))
 // registers a thread once the producer has given its own away (128·(2·232 + 40) = 64512 of the 65536)
 #define CONSUMER_REGISTERS 232
@@ -73,8 +86,9 @@ __device__ __forceinline__ void hopper_store(T* c, int M, int N, int row, int co
   if (row < M && col < N) *reinterpret_cast<unsigned*>(c + (i64)row * N + col) = pack_pair(v0, v1, T{});
 }
 
-// The kernel of the file's header. a_map, b_map: tensor maps of A (Ba, M, K) with boxes (64, BM, 1) and B
-// (Bb, K, N) with boxes (64, 64, 1), 128-byte swizzled; a_batched / b_batched: whether A / B step with z (else
+// The kernel of the file's header. a_map, b_map: tensor maps of A (Ba, M, K) with boxes (64, BM, 1) (column-major:
+// of Aᵀ (Ba, K, M), boxes (64, 64, 1)) and of B (Bb, K, N) with boxes (64, 64, 1) (column-major: Bᵀ (Bb, N, K),
+// boxes (64, BN, 1)), 128-byte swizzled; a_batched / b_batched: whether A / B step with z (else
 // batch 0 serves every z); c_map (TMA_STORE 1): C (batch, M, N) with boxes (64, 64, 1), 128-byte swizzled.
 // Grid: up to one block per SM, any number; block KERNEL_THREADS.
 extern "C" __global__ void __launch_bounds__(KERNEL_THREADS, 1)
@@ -114,10 +128,20 @@ extern "C" __global__ void __launch_bounds__(KERNEL_THREADS, 1)
           const int slot = it % STAGES;
           if (it >= STAGES) mbar_wait(&empty[slot], (it / STAGES - 1) & 1);  // fill it - STAGES consumed
           mbar_arrive_expect(&full[slot], (A_STAGE + B_STAGE) * (unsigned)sizeof(T));
+#if A_COL_MAJOR
+#pragma unroll
+          for (int mb = 0; mb < BM / 64; ++mb)
+            tma_load_3d(sa + slot * A_STAGE + mb * 64 * BK, &a_map, m0 + mb * 64, kt * BK, za, &full[slot]);
+#else
           tma_load_3d(sa + slot * A_STAGE, &a_map, kt * BK, m0, za, &full[slot]);
+#endif
+#if B_COL_MAJOR
+          tma_load_3d(sb + slot * B_STAGE, &b_map, kt * BK, n0, zb, &full[slot]);
+#else
 #pragma unroll
           for (int cb = 0; cb < BN / 64; ++cb)
             tma_load_3d(sb + slot * B_STAGE + cb * BK * 64, &b_map, n0 + cb * 64, kt * BK, zb, &full[slot]);
+#endif
         }
       }
     }
@@ -127,10 +151,10 @@ extern "C" __global__ void __launch_bounds__(KERNEL_THREADS, 1)
   setmaxnreg_inc<CONSUMER_REGISTERS>();
 #endif
 
-  // Descriptors of stage 0: this warpgroup's A rows (K-major) and B (MN-major, column blocks 64 lines apart).
+  // Descriptors of stage 0: this warpgroup's A rows and B (an MN-major operand's 64-wide blocks 64 lines apart).
   // Stages, m64 blocks and k16 steps move only the start address (16-byte units).
-  const u64 a_desc = sw128_desc(sa + wg * WG_ROWS * 64, 16);
-  const u64 b_desc = sw128_desc(sb, BK * 128);
+  const u64 a_desc = sw128_desc(sa + wg * WG_ROWS * 64, A_COL_MAJOR ? BK * 128 : 16);
+  const u64 b_desc = sw128_desc(sb, B_COL_MAJOR ? 16 : BK * 128);
   constexpr int A_UNITS = A_STAGE * 2 / 16, B_UNITS = B_STAGE * 2 / 16;
   const int warp = threadIdx.x % 128 / 32, lane = threadIdx.x % 32;
 
@@ -156,8 +180,8 @@ extern "C" __global__ void __launch_bounds__(KERNEL_THREADS, 1)
       for (int kk = 0; kk < BK / 16; ++kk)
 #pragma unroll
         for (int i = 0; i < MW; ++i)
-          wgmma_ss<0, 1>(acc[i], a_desc + slot * A_UNITS + i * 64 * 128 / 16 + kk * 2,
-                         b_desc + slot * B_UNITS + kk * 16 * 128 / 16, 1, T{});
+          wgmma_ss<A_COL_MAJOR, !B_COL_MAJOR>(acc[i], a_desc + slot * A_UNITS + i * 64 * 128 / 16 + kk * A_STEP,
+                                              b_desc + slot * B_UNITS + kk * B_STEP, 1, T{});
       wgmma_commit();
       wgmma_wait<1>();  // k-tile it - 1's group has completed: its stage is free
       if (kt > 0) mbar_arrive(&empty[(it - 1) % STAGES]);

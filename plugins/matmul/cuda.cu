@@ -17,7 +17,7 @@
 //
 // WGMMA 1 (fp16 / bf16 on sm_90, compiled for sm_90a): matmul_wgmma, Hopper's warpgroup MMAs fed by TMA copies
 // through an mbarrier ring from a producer warpgroup, a persistent grid (../_gemm/hopper.cuh). It needs 16-byte
-// aligned rows; other calls and dtypes take the kernels here.
+// aligned rows or columns; other calls and dtypes take the kernels here.
 #ifndef BM
 #define BM 128
 #endif

@@ -2,8 +2,8 @@
 
 Both are cp.async pipelines over BK-deep tiles (STAGES in flight) with grouped block order; see cuda.cu.
 Each has an aligned entry point (16-byte cp.async) and a guarded one (any size, any pointer). WGMMA 1 is
-Hopper's kernel (sm_90, compiled for sm_90a; fp16/bf16 with 16-byte aligned rows): warpgroup MMAs fed by a
-producer warpgroup's TMA copies through an mbarrier ring, on a persistent grid (../_gemm/hopper.cuh).
+Hopper's kernel (sm_90, compiled for sm_90a; fp16/bf16 operands with 16-byte aligned rows or columns): warpgroup
+MMAs fed by a producer warpgroup's TMA copies through an mbarrier ring, on a persistent grid (../_gemm/hopper.cuh).
 """
 
 from __future__ import annotations
@@ -26,15 +26,29 @@ WGMMA_ACCUMULATORS = 128  # per consumer thread: 128 of them and their addressin
 WGMMA_DEFAULTS = {"BK": 64, "WM": 64, "WN": 64}  # the mma.sync entries the Hopper kernel does not read
 
 
+def tma_view(t: torch.Tensor) -> tuple[torch.Tensor, bool] | None:
+    """(t, False) where the TMA unit can read t's rows as they lie, else (tᵀ, True) where it can read its columns
+    (t's last two dims swapped): the view's last dim contiguous, its other strides (of dims longer than one) nonzero
+    multiples of 16 bytes, its address 16-byte aligned. None where it can read neither."""
+    if t.data_ptr() % 16:
+        return None
+    per_16_bytes = 16 // t.element_size()
+    for view, columns in ((t, False), (t.transpose(-1, -2), True)):
+        if view.stride(-1) == 1 and all(s > 0 and s % per_16_bytes == 0
+                                        for s, n in zip(view.stride()[:-1], view.shape[:-1]) if n > 1):
+            return view, columns
+    return None
+
+
 class MatmulCuda(CudaImplementation):
     op = "matmul"
     # Block tile BM×BN×BK, warp tile WM×WN (tensor cores), STAGES tiles in flight. Threads: 32 per warp
     # of the (BM/WM)×(BN/WN) warp grid for fp16/bf16, (BM/8)·(BN/8) for float32. Shared memory:
     # STAGES·(BM·(BK+8) + BK·(BN+8))·2 bytes (fp16/bf16), STAGES·BK·(BM+4+BN)·4 (float32); a config
     # that does not fit a call's dtype, or needs more registers than a block has, is rejected.
-    # WGMMA 1 (sm_90, fp16/bf16, 16-byte aligned rows): the Hopper kernel, BK 64 (one 128-byte swizzled line),
-    # CONSUMERS warpgroups of BM/CONSUMERS rows (whole m64 blocks, up to 128 accumulators a thread) and a producer
-    # warpgroup; TMA_STORE 1 stores C through shared memory by TMA instead of from registers. Shared memory:
+    # WGMMA 1 (sm_90, fp16/bf16, 16-byte aligned rows or columns): the Hopper kernel, BK 64 (one 128-byte swizzled
+    # line), CONSUMERS warpgroups of BM/CONSUMERS rows (whole m64 blocks, up to 128 accumulators a thread) and a
+    # producer warpgroup; TMA_STORE 1 stores C through shared memory by TMA instead of from registers. Shared memory:
     # 1024 + STAGES·(BM + BN)·128 + TMA_STORE·CONSUMERS·16384 + 16·STAGES bytes. It reads neither WM nor WN, and
     # the mma.sync kernels neither CONSUMERS nor TMA_STORE: points that differ only there are rejected, not run
     # twice.
@@ -136,13 +150,17 @@ class MatmulCuda(CudaImplementation):
 
     @staticmethod
     def wgmma_unsupported(call: Call) -> str | None:
-        """Why the Hopper kernel cannot run ``call`` (its dtype, rows, device), or None."""
+        """Why the Hopper kernel cannot run ``call`` (its dtype, operand layouts, device), or None. An operand is
+        read as it lies where its rows or columns suit the TMA unit (tma_view), else from a contiguous copy, whose
+        rows must then be 16-byte aligned."""
         a, b = call.inputs["a"], call.inputs["b"]
         if call.dtype not in (torch.float16, torch.bfloat16):
             return f"WGMMA takes float16 and bfloat16, not {call.dtype}"
-        if a.shape[-1] % 8 or b.shape[-1] % 8:
-            return (f"WGMMA reads rows by TMA, which needs 16-byte aligned rows: K = {a.shape[-1]} and "
-                    f"N = {b.shape[-1]} must be multiples of 8")
+        for name, t, inner in (("a", a, "K"), ("b", b, "N")):
+            if t.shape[-1] % 8 and tma_view(t) is None:
+                return (f"WGMMA reads operands by TMA, which needs 16-byte aligned rows or columns: {name} of shape "
+                        f"{tuple(t.shape)} and strides {t.stride()} has neither, and {inner} = {t.shape[-1]} is not "
+                        "a multiple of 8")
         if call.device.type == "cuda":
             if torch.cuda.get_device_capability(call.device) != (9, 0):
                 return "WGMMA runs on sm_90 (Hopper) devices only"
@@ -164,16 +182,18 @@ class MatmulCuda(CudaImplementation):
         out = call.empty(output_shape(call))
         if out.numel() == 0:
             return out
-        # rows contiguous and 16-byte aligned, as the tensor maps read them
-        a3, b3 = (t if t.is_contiguous() and t.data_ptr() % 16 == 0 else t.clone(memory_format=torch.contiguous_format)
-                  for t in (a3, b3))
         (_, m, k), n = a3.shape, b3.shape[-1]
         if k == 0:  # a tensor map has no empty dims
             return out.zero_()
-        kernel = self.kernel("matmul_wgmma", call.dtype, config)
-        tiles = batch * -(-m // config["BM"]) * -(-n // config["BN"])
+        # each operand as it lies where the TMA unit can read it, else a contiguous copy (new memory: aligned)
+        a_view, a_columns = tma_view(a3) or (a3.clone(memory_format=torch.contiguous_format), False)
+        b_view, b_columns = tma_view(b3) or (b3.clone(memory_format=torch.contiguous_format), False)
+        kernel = self.kernel("matmul_wgmma", call.dtype, {**config, "A_COL_MAJOR": int(a_columns),
+                                                          "B_COL_MAJOR": int(b_columns)})
+        a_map = tensor_map(a_view, (64, 64, 1) if a_columns else (64, config["BM"], 1))
+        b_map = tensor_map(b_view, (64, config["BN"], 1) if b_columns else (64, 64, 1))
         c_map = (tensor_map(out.view(batch, m, n), (64, 64, 1)),) if config["TMA_STORE"] else ()
-        kernel(tensor_map(a3, (64, config["BM"], 1)), tensor_map(b3, (64, 64, 1)), out, m, n, k, batch,
-               int(a3.shape[0] > 1), int(b3.shape[0] > 1), *c_map, grid=min(tiles, props.multi_processor_count),
-               block=threads, shared_mem=shared)
+        tiles = batch * -(-m // config["BM"]) * -(-n // config["BN"])
+        kernel(a_map, b_map, out, m, n, k, batch, int(a3.shape[0] > 1), int(b3.shape[0] > 1), *c_map,
+               grid=min(tiles, props.multi_processor_count), block=threads, shared_mem=shared)
         return out
