@@ -85,6 +85,12 @@ def test_calls_the_kernel_cannot_take_say_why(a_shape, b_shape, dtype, match):
     assert match in IMPL.wgmma_unsupported(call)
 
 
+def test_tma_store_needs_rows_of_c_aligned():
+    call = OP.check(half(40, 64), half(36, 64).t())  # N = 36: B read by columns, C's rows 72 bytes apart
+    assert IMPL.wgmma_unsupported(call, wgmma(TMA_STORE=0)) is None
+    assert "N = 36 is not a multiple of 8" in IMPL.wgmma_unsupported(call, wgmma(TMA_STORE=1))
+
+
 def half(*shape: int) -> torch.Tensor:
     return torch.zeros(shape, dtype=torch.float16)
 
@@ -173,7 +179,11 @@ GPU_CONFIGS = [pytest.param(IMPL.config(seed), id=f"seed{i}") for i, seed in enu
 
 def check(a: torch.Tensor, b: torch.Tensor, config: dict) -> None:
     call = OP.check(a, b)
-    assert IMPL.wgmma_unsupported(call) is None
+    if IMPL.wgmma_unsupported(call, config) is not None:  # TMA_STORE with N not a multiple of 8
+        assert IMPL.wgmma_unsupported(call) is None and config["TMA_STORE"]
+        with pytest.raises(UnsupportedError, match="TMA_STORE writes C's rows by TMA"):
+            IMPL.run(call, config)
+        return
     out = IMPL.run(call, config)
     mismatch = OP.verify(call, out, OP.reference(call))
     assert mismatch is None, f"{call.describe()} with {config}: {mismatch}"
@@ -196,7 +206,7 @@ def test_matches_the_reference(mnk, config, dtype):
 @pytest.mark.parametrize("dtype", HALF_TYPES, ids=dtype_name)
 @pytest.mark.parametrize("config", GPU_CONFIGS)
 @pytest.mark.parametrize("layout", ["batched", "broadcast-a", "broadcast-b-2d", "transposed-a", "transposed-b",
-                                    "transposed-ab", "transposed-batched", "sliced", "offset"])
+                                    "transposed-ab", "transposed-b-odd-n", "transposed-batched", "sliced", "offset"])
 def test_layouts_match_the_reference(layout, config, dtype):
     g = torch.Generator(device="cuda").manual_seed(zlib.crc32(layout.encode()))
 
@@ -209,7 +219,8 @@ def test_layouts_match_the_reference(layout, config, dtype):
         "broadcast-b-2d": lambda: (r(3, 130, 72), r(72, 264)),
         "transposed-a": lambda: (r(72, 130).t(), r(72, 264)),
         "transposed-b": lambda: (r(130, 72), r(264, 72).t()),
-        "transposed-ab": lambda: (r(72, 136).t(), r(260, 72).t()),  # M and K multiples of 8, N not
+        "transposed-ab": lambda: (r(72, 136).t(), r(264, 72).t()),
+        "transposed-b-odd-n": lambda: (r(130, 72), r(33, 72).t()),  # stores of single elements
         "transposed-batched": lambda: (r(2, 72, 136).transpose(1, 2), r(2, 264, 72).transpose(1, 2)),
         "sliced": lambda: (r(130, 80)[:, :72], r(72, 272)[:, 3:267]),  # strided rows; b copied (unaligned start)
         "offset": lambda: (r(130 * 72 + 1)[1:].view(130, 72), r(72 * 264 + 1)[1:].view(72, 264)),
@@ -226,7 +237,7 @@ def test_the_op_s_cases_match_the_reference(config):
             generator = torch.Generator().manual_seed(zlib.crc32(case.id.encode()))
             args, kwargs = case.make(torch.device("cuda"), dtype, generator)
             call = OP.check(*args, **kwargs)
-            if IMPL.wgmma_unsupported(call):
+            if IMPL.wgmma_unsupported(call, config):
                 with pytest.raises(UnsupportedError):
                     IMPL.run(call, config)
                 continue

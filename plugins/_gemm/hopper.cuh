@@ -28,7 +28,8 @@
 // staging tiles of TMA_STORE 1, 2·STAGES mbarriers.
 //
 // Epilogue: the accumulators (m16n8k16's C fragments, see wgmma.cuh) converted to T. TMA_STORE 0: stored from
-// registers, two adjacent outputs a 4-byte store, rows past M and columns past N left alone. TMA_STORE 1: each
+// registers, two adjacent outputs a 4-byte store (where N is even), rows past M and columns past N left alone.
+// TMA_STORE 1 (N a multiple of 8, for the TMA unit's strides): each
 // 64×64 block of a consumer's rows goes through a 128-byte-swizzled staging tile in shared memory (two a
 // consumer, taken in turn) and reaches C by one TMA store (whole 128-byte lines; the TMA unit leaves out what lies
 // past M and N); the consumers go on to the next tile while the stores drain.
@@ -81,9 +82,17 @@ __device__ __forceinline__ void hopper_tile(int t, int tiles_m, int tiles_n, int
   n0 = pid % per_group / group_m * BN;
 }
 
-// C(row, col) and C(row, col + 1) of this batch's C, where they exist (N is even, col even: both or neither).
+// C(row, col) and C(row, col + 1) of this batch's C, where they exist (col is even): one 4-byte store where N is
+// even (both exist or neither, and the pair is 4-byte aligned), else one store each.
 __device__ __forceinline__ void hopper_store(T* c, int M, int N, int row, int col, float v0, float v1) {
-  if (row < M && col < N) *reinterpret_cast<unsigned*>(c + (i64)row * N + col) = pack_pair(v0, v1, T{});
+  if (row >= M || col >= N) return;
+  T* p = c + (i64)row * N + col;
+  if (N % 2 == 0) {
+    *reinterpret_cast<unsigned*>(p) = pack_pair(v0, v1, T{});
+  } else {
+    p[0] = kz_from_float<T>(v0);
+    if (col + 1 < N) p[1] = kz_from_float<T>(v1);
+  }
 }
 
 // The kernel of the file's header. a_map, b_map: tensor maps of A (Ba, M, K) with boxes (64, BM, 1) (column-major:

@@ -149,10 +149,10 @@ class MatmulCuda(CudaImplementation):
         return 128 * (consumers + 1), 1024 + config["STAGES"] * (bm + bn) * 128 + staging + 16 * config["STAGES"]
 
     @staticmethod
-    def wgmma_unsupported(call: Call) -> str | None:
-        """Why the Hopper kernel cannot run ``call`` (its dtype, operand layouts, device), or None. An operand is
-        read as it lies where its rows or columns suit the TMA unit (tma_view), else from a contiguous copy, whose
-        rows must then be 16-byte aligned."""
+    def wgmma_unsupported(call: Call, config: Mapping[str, Any] | None = None) -> str | None:
+        """Why the Hopper kernel cannot run ``call`` (its dtype, operand layouts, device), with ``config`` where
+        given (TMA_STORE's rows of C), or None. An operand is read as it lies where its rows or columns suit the TMA
+        unit (tma_view), else from a contiguous copy, whose rows must then be 16-byte aligned."""
         a, b = call.inputs["a"], call.inputs["b"]
         if call.dtype not in (torch.float16, torch.bfloat16):
             return f"WGMMA takes float16 and bfloat16, not {call.dtype}"
@@ -161,6 +161,9 @@ class MatmulCuda(CudaImplementation):
                 return (f"WGMMA reads operands by TMA, which needs 16-byte aligned rows or columns: {name} of shape "
                         f"{tuple(t.shape)} and strides {t.stride()} has neither, and {inner} = {t.shape[-1]} is not "
                         "a multiple of 8")
+        if config is not None and config["TMA_STORE"] and b.shape[-1] % 8:
+            return f"TMA_STORE writes C's rows by TMA, which needs them 16-byte aligned: N = {b.shape[-1]} is not a " \
+                   "multiple of 8"
         if call.device.type == "cuda":
             if torch.cuda.get_device_capability(call.device) != (9, 0):
                 return "WGMMA runs on sm_90 (Hopper) devices only"
@@ -170,7 +173,7 @@ class MatmulCuda(CudaImplementation):
         return None
 
     def run_wgmma(self, call: Call, config: Mapping[str, Any]) -> torch.Tensor:
-        why = self.wgmma_unsupported(call)
+        why = self.wgmma_unsupported(call, config)
         if why:
             raise UnsupportedError(f"matmul/cuda: {why}")
         threads, shared = self.wgmma_shape(config)
