@@ -97,9 +97,9 @@ __device__ __forceinline__ void hopper_store(T* c, int M, int N, int row, int co
 
 // The kernel of the file's header. a_map, b_map: tensor maps of A (Ba, M, K) with boxes (64, BM, 1) (column-major:
 // of Aᵀ (Ba, K, M), boxes (64, 64, 1)) and of B (Bb, K, N) with boxes (64, 64, 1) (column-major: Bᵀ (Bb, N, K),
-// boxes (64, BN, 1)), 128-byte swizzled; a_batched / b_batched: whether A / B step with z (else
-// batch 0 serves every z); c_map (TMA_STORE 1): C (batch, M, N) with boxes (64, 64, 1), 128-byte swizzled.
-// Grid: up to one block per SM, any number; block KERNEL_THREADS.
+// boxes (64, BN, 1)), 128-byte swizzled; a_batched / b_batched: whether A / B step with z (else batch 0 serves
+// every z); c_map (TMA_STORE 1): C (batch, M, N) with boxes (64, 64, 1), 128-byte swizzled. Grid: up to one block
+// per SM, any number; block KERNEL_THREADS.
 extern "C" __global__ void __launch_bounds__(KERNEL_THREADS, 1)
     matmul_wgmma(const __grid_constant__ TensorMap a_map, const __grid_constant__ TensorMap b_map, T* __restrict__ c,
                  int M, int N, int K, int batch, int a_batched, int b_batched
@@ -108,9 +108,10 @@ extern "C" __global__ void __launch_bounds__(KERNEL_THREADS, 1)
 #endif
                  ) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  T* sa = reinterpret_cast<T*>(smem_raw + (1024 - smem_addr(smem_raw) % 1024) % 1024);  // [STAGES][BM][64]
-  T* sb = sa + STAGES * A_STAGE;                                                          // [STAGES][BN/64][64][64]
-  T* sc = sb + STAGES * B_STAGE;                                                          // [CONSUMERS][2][64][64]
+  // STAGES A tiles, STAGES B tiles (each laid out as above), the staging tiles [CONSUMERS][2][64][64], mbarriers
+  T* sa = reinterpret_cast<T*>(smem_raw + (1024 - smem_addr(smem_raw) % 1024) % 1024);
+  T* sb = sa + STAGES * A_STAGE;
+  T* sc = sb + STAGES * B_STAGE;
   u64* full = reinterpret_cast<u64*>(sc + TMA_STORE * CONSUMERS * 2 * 64 * 64);           // [STAGES]
   u64* empty = full + STAGES;                                                            // [STAGES]
   const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN, k_tiles = (K + BK - 1) / BK;
