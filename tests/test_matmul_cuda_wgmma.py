@@ -251,3 +251,28 @@ def test_k_zero_gives_zeros():
     b = torch.empty(0, 72, device="cuda", dtype=torch.float16)
     out = IMPL.run(OP.check(a, b), IMPL.config(IMPL.tuning_seeds[0]))
     assert out.shape == (130, 72) and not out.any()
+
+
+class FakeKernel:
+    """What resident_blocks asks of a compiled kernel: its register count."""
+
+    def __init__(self, registers: int) -> None:
+        self.registers = registers
+
+    def attributes(self) -> dict[str, int]:
+        return {"registers": self.registers}
+
+
+class H200Properties:
+    shared_memory_per_multiprocessor = 228 * 1024
+
+
+@pytest.mark.parametrize(("registers", "threads", "config", "blocks"), [
+    (168, 384, wgmma(BM=128, BN=256, STAGES=4, CONSUMERS=2), 1),  # both shared memory and registers allow one
+    (94, 256, wgmma(BM=128, BN=64, STAGES=3, CONSUMERS=1), 2),    # 73 KiB: three by shared memory, two by registers
+    (40, 256, wgmma(BM=64, BN=64, STAGES=3, CONSUMERS=1), 4),     # 49 KiB: four by shared memory
+    (158, 256, wgmma(BM=64, BN=64, STAGES=3, CONSUMERS=1), 1),    # 160·256 registers: one
+])
+def test_the_persistent_grid_has_as_many_blocks_an_sm_as_fit(registers, threads, config, blocks):
+    shared = IMPL.wgmma_shape(config)[1]
+    assert IMPL.resident_blocks(FakeKernel(registers), threads, shared, H200Properties()) == blocks

@@ -24,6 +24,9 @@ SIMT_TILE = 8  # TM = TN in cuda.cu: each float32 thread computes 8×8 outputs
 DEFAULT_SHARED_OPTIN = 227 * 1024  # H100; the device's own figure is used where torch reports it
 WGMMA_ACCUMULATORS = 128  # per consumer thread: 128 of them and their addressing fit the 232 registers it gets
 WGMMA_DEFAULTS = {"BK": 64, "WM": 64, "WN": 64}  # the mma.sync entries the Hopper kernel does not read
+SM_SHARED = 228 * 1024  # shared memory an SM has (H100, H200); the device's own figure is used where torch reports it
+SM_REGISTERS = 65536
+BLOCK_RESERVED_SHARED = 1024  # shared memory the system keeps per block from sm_80 on
 
 
 def tma_view(t: torch.Tensor) -> tuple[torch.Tensor, bool] | None:
@@ -197,6 +200,16 @@ class MatmulCuda(CudaImplementation):
         b_map = tensor_map(b_view, (64, config["BN"], 1) if b_columns else (64, 64, 1))
         c_map = (tensor_map(out.view(batch, m, n), (64, 64, 1)),) if config["TMA_STORE"] else ()
         tiles = batch * -(-m // config["BM"]) * -(-n // config["BN"])
+        blocks = props.multi_processor_count * self.resident_blocks(kernel, threads, shared, props)
         kernel(a_map, b_map, out, m, n, k, batch, int(a3.shape[0] > 1), int(b3.shape[0] > 1), *c_map,
-               grid=min(tiles, props.multi_processor_count), block=threads, shared_mem=shared)
+               grid=min(tiles, blocks), block=threads, shared_mem=shared)
         return out
+
+    def resident_blocks(self, kernel: Kernel, threads: int, shared: int, props: Any) -> int:
+        """How many blocks of the persistent ``kernel`` an SM holds at once, by its shared memory and registers (the
+        register count asked once per kernel, allocated 8 at a time): the grid is that many blocks an SM."""
+        registers = self.__dict__.setdefault("_registers", {})
+        if kernel not in registers:
+            registers[kernel] = -(-kernel.attributes()["registers"] // 8) * 8
+        by_shared = getattr(props, "shared_memory_per_multiprocessor", SM_SHARED) // (shared + BLOCK_RESERVED_SHARED)
+        return max(1, min(by_shared, SM_REGISTERS // (registers[kernel] * threads)))
