@@ -1,7 +1,7 @@
-// Hopper's warpgroup MMA (wgmma, sm_90a) for the flash-attention kernels: the cp.async loads into
+// Hopper's warpgroup MMA (wgmma, sm_90a) for the flash-attention kernels and the GEMM: the cp.async loads into
 // 128-byte-swizzled tiles and their shared-memory matrix descriptors, the fences, and D (+)= A·B on one m64nNk16
-// step for N = 32, 64, 128 with float32 accumulators, A from shared memory (ss) or from registers (rs), B from
-// shared memory, and the products the kernels chain from those steps.
+// step for N = 32, 64, 128, 256 with float32 accumulators, A from shared memory (ss) or from registers (rs), B
+// from shared memory, and the products the attention kernels chain from those steps.
 //
 // A warpgroup (4 consecutive warps, 128 threads) issues each wgmma together; warp w of it owns rows 16w .. 16w+15
 // of the m64 tile, and its fragments are those of mma.sync m16n8k16 (tensor_core.cuh): the accumulators of n8
@@ -20,7 +20,8 @@
 // Accumulators and rs A registers are held by the wgmma until wgmma_wait; fence_operands after the wait keeps
 // the compiler from reading them (or writing them) across it.
 
-typedef unsigned long long u64;
+// u64, mbarriers, TMA copies and the warp-specialization helpers the pipelines around these products use
+#include "tma.cuh"
 
 // A descriptor of a 128-byte-swizzled tile at p (shared memory); byte offsets as above.
 __device__ __forceinline__ u64 sw128_desc(const void* p, unsigned leading_bytes) {
@@ -52,6 +53,8 @@ __device__ __forceinline__ void fence_operands(unsigned (&a)[A][B][C]) {
 #define KZ_ACC16(d) KZ_ACC8(d, 0), KZ_ACC8(d, 8)
 #define KZ_ACC32(d) KZ_ACC16(d), KZ_ACC8(d, 16), KZ_ACC8(d, 24)
 #define KZ_ACC64(d) KZ_ACC32(d), KZ_ACC8(d, 32), KZ_ACC8(d, 40), KZ_ACC8(d, 48), KZ_ACC8(d, 56)
+#define KZ_ACC128(d) KZ_ACC64(d), KZ_ACC8(d, 64), KZ_ACC8(d, 72), KZ_ACC8(d, 80), KZ_ACC8(d, 88), KZ_ACC8(d, 96), \
+    KZ_ACC8(d, 104), KZ_ACC8(d, 112), KZ_ACC8(d, 120)
 #define KZ_REGS16 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
 #define KZ_REGS32 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, " \
     "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
@@ -59,6 +62,13 @@ __device__ __forceinline__ void fence_operands(unsigned (&a)[A][B][C]) {
     "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, " \
     "%41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, " \
     "%61, %62, %63}"
+#define KZ_REGS128 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
+    "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, " \
+    "%41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, " \
+    "%62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, " \
+    "%83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, " \
+    "%104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, " \
+    "%122, %123, %124, %125, %126, %127}"
 
 // d (+)= A·B on one m64nNk16 step (H = N/2 accumulators a thread; O0 .. O5 the operand numbers H .. H+5 as text).
 // wgmma_ss: A and B by descriptor, K-major unless TRANS_A / TRANS_B (imm-trans-a, imm-trans-b: MN-major, as
@@ -85,6 +95,8 @@ KZ_WGMMA(64, 32, "f16", kz_half, "32", "33", "34", "35", "36", "37")
 KZ_WGMMA(64, 32, "bf16", kz_bf16, "32", "33", "34", "35", "36", "37")
 KZ_WGMMA(128, 64, "f16", kz_half, "64", "65", "66", "67", "68", "69")
 KZ_WGMMA(128, 64, "bf16", kz_bf16, "64", "65", "66", "67", "68", "69")
+KZ_WGMMA(256, 128, "f16", kz_half, "128", "129", "130", "131", "132", "133")
+KZ_WGMMA(256, 128, "bf16", kz_bf16, "128", "129", "130", "131", "132", "133")
 #undef KZ_WGMMA
 
 // acc (=) A·Bᵀ over the head dim: HEAD_DIM/16 ss steps, A and B K-major swizzled tiles by descriptor whose
@@ -125,75 +137,4 @@ __device__ __forceinline__ void load_rows_sw(T* s, const T* g, i64 stride, int r
     if (ROWS % STEP == 0 || row < ROWS)
       cp_async16(dst + i * STEP * 64 + ((c & 7) ^ (row & 7)) * 8, src, i * STEP < rows ? 16 : 0);
   }
-}
-
-// mbarriers in shared memory (the producer-warp pipeline of the attention forward): init with the arrivals a
-// phase takes; arrive; arrive when this thread's cp.async copies issued so far land (noinc: the init count holds
-// it); wait until the phase of the given parity has completed.
-__device__ __forceinline__ void mbar_init(u64* bar, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(u64* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive_on_copies(u64* bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bar)) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(u64* bar, int parity) {
-  unsigned done = 0;
-  while (!done)
-    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-                 : "=r"(done) : "r"(smem_addr(bar)), "r"(parity) : "memory");
-}
-// Arrive on bar and add `bytes` to the transaction count its phase waits for (the bytes of the tensor copies
-// that complete_tx on it).
-__device__ __forceinline__ void mbar_arrive_expect(u64* bar, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes)
-               : "memory");
-}
-
-// Bulk reductions by the TMA unit: dst[i] += src[i] for bytes / 4 floats, dst in global and src in shared memory
-// (16-byte aligned, bytes a multiple of 16), issued into this thread's bulk async-group; bulk_commit closes the
-// group; bulk_wait_read<N> waits until at most N of this thread's groups still read their shared memory,
-// bulk_wait<N> until at most N are incomplete.
-__device__ __forceinline__ void bulk_reduce_add(float* dst, const float* src, unsigned bytes) {
-  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n"
-               ::"l"(dst), "r"(smem_addr(src)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void bulk_wait_read() {
-  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
-}
-template <int N>
-__device__ __forceinline__ void bulk_wait() { asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory"); }
-
-// A CUtensorMap (the driver's cuTensorMapEncodeTiled fills it on the host; a kernel takes it by value as a
-// __grid_constant__ parameter): 128 opaque bytes, 64-byte aligned.
-struct __align__(64) TensorMap {
-  u64 opaque[16];
-};
-
-// The box at coordinates (c0, c1, c2, c3) (innermost first, in elements) of the 4-d tensor `map` describes,
-// copied by the TMA unit into shared memory at dst (laid out and swizzled as the map says; 1024-byte aligned for
-// the 128-byte swizzle), completing its bytes on bar. Elements outside the tensor arrive as zeros.
-__device__ __forceinline__ void tma_load_4d(void* dst, const TensorMap* map, int c0, int c1, int c2, int c3,
-                                            u64* bar) {
-  asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, "
-               "%4, %5}], [%6];\n"
-               ::"r"(smem_addr(dst)), "l"(reinterpret_cast<u64>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3),
-               "r"(smem_addr(bar)) : "memory");
-}
-
-// The registers of this thread's warpgroup (every thread of it executes the same) lowered or raised to N (24-256,
-// a multiple of 8); raising waits until the register file has them. The kernel's register count at entry must be
-// known to ptxas (__launch_bounds__ with a minimum of blocks), else it ignores these (C7508).
-template <int N>
-__device__ __forceinline__ void setmaxnreg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N)); }
-template <int N>
-__device__ __forceinline__ void setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N)); }
-
-// A barrier of `threads` threads (a multiple of 32) on hardware barrier `id` (1-15; 0 is __syncthreads').
-__device__ __forceinline__ void named_barrier(int id, int threads) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }

@@ -14,6 +14,10 @@
 // Two entry points each: the *_aligned one copies 16-byte chunks and needs 16-byte aligned rows (the
 // wrapper checks: K and N multiples of 8 for fp16 / bf16, N a multiple of 4 for float32's B, aligned
 // pointers); the *_guarded one loads element by element and takes any M, N, K and any pointer.
+//
+// WGMMA 1 (fp16 / bf16 on sm_90, compiled for sm_90a): matmul_wgmma, Hopper's warpgroup MMAs fed by TMA copies
+// through an mbarrier ring from a producer warpgroup, a persistent grid (../_gemm/hopper.cuh). It needs 16-byte
+// aligned rows or columns; other calls and dtypes take the kernels here.
 #ifndef BM
 #define BM 128
 #endif
@@ -34,8 +38,16 @@
 #endif
 #define GROUP_M 8
 
+#ifndef WGMMA
+#define WGMMA 0
+#endif
+
 // cp.async, ldmatrix and mma.sync m16n8k16
 #include "../_cuda/tensor_core.cuh"
+
+#if WGMMA && KZ_TENSOR_CORES
+#include "../_gemm/hopper.cuh"
+#else
 
 // Block index -> (tile row, tile column), GROUP_M tile rows at a time sweeping the columns.
 __device__ __forceinline__ void tile_of_block(int M, int N, int& tile_m, int& tile_n) {
@@ -348,3 +360,4 @@ extern "C" __global__ void __launch_bounds__(THREADS)
   matmul_simt<false>(a, b, c, M, N, K, a_batch, b_batch);
 }
 #endif
+#endif  // WGMMA

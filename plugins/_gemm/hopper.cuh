@@ -1,0 +1,244 @@
+// The Hopper GEMM (sm_90a): C[z] = A[z]·B[z] for fp16 / bf16 on warpgroup MMAs, operands brought by the TMA unit.
+// A is M×K and B is K×N, each row-major or, with A_COL_MAJOR / B_COL_MAJOR, column-major (a transposed view),
+// read as they lie through 3-d tensor maps (innermost dim, outer dim, batch; a batch of one is read at batch 0 by
+// every z) whose strides the TMA unit needs in multiples of 16 bytes. C is M×N row-major, contiguous per batch.
+// Defines: BM×BN the block tile, BK 64, STAGES, CONSUMERS (1 or 2 warpgroups), TMA_STORE, A_COL_MAJOR,
+// B_COL_MAJOR.
+//
+// A persistent grid: each block walks output tiles blockIdx.x, +gridDim.x, ... of the batch's tiles in grouped
+// order (GROUP_M tile rows sweep the columns, so that the blocks in flight share A rows and B columns in L2).
+//
+// Warp specialization. The last warpgroup is the producer: its first thread issues, for each k-tile of each tile,
+// the TMA boxes of A (one of 64 k × BM rows; column-major, BM/64 of 64 m × 64 k) and of B (BN/64 of 64 n × 64 k;
+// column-major, one of 64 k × BN) into a stage of a STAGES-deep ring, on the stage's `full` mbarrier with the
+// stage's bytes expected (whole boxes: elements past the matrix arrive as zeros and count). The CONSUMERS
+// warpgroups before it each own BM/CONSUMERS rows of the tile (MW m64 blocks) and all BN columns: they wait on
+// `full`, issue the k-tile's 4 k16 steps as one wgmma group and keep one group in flight, so that a stage is
+// handed back on its `empty` mbarrier (every consumer thread arrives) once the group after it has been issued and
+// its own has completed. Stage s of the ring is used for the k-tiles it ≡ s (mod STAGES) counted across the
+// block's tiles: fill f waits on parity f & 1. With two consumers the producer gives its registers away
+// (setmaxnreg), so that the 128 accumulators a thread holds and the addressing around them stay in registers.
+//
+// Tiles in shared memory are 128-byte swizzled, as the TMA unit writes them and the descriptors read them
+// (wgmma.cuh). A row-major operand's stage is [rows][64] (K-major: 8-row groups 1024 bytes apart; step kk of a
+// k-tile starts 32·kk bytes into the lines); a column-major one's [rows/64][64][64], 64 k lines of 64 rows or
+// columns (MN-major, the instruction's transpose bit: k rows 8 at a time 1024 bytes apart, 64-wide blocks 64·128
+// bytes apart; step kk starts 16·kk lines in). So B, row-major K×N, is MN-major, and A's m64 block i starts
+// 8192·i bytes in either way. Dynamic shared memory: 1024 bytes of alignment slack, STAGES A and B tiles, the
+// staging tiles of TMA_STORE 1, 2·STAGES mbarriers.
+//
+// Epilogue: the accumulators (m16n8k16's C fragments, see wgmma.cuh) converted to T. TMA_STORE 0: stored from
+// registers, two adjacent outputs a 4-byte store (where N is even), rows past M and columns past N left alone.
+// TMA_STORE 1 (N a multiple of 8, for the TMA unit's strides): each
+// 64×64 block of a consumer's rows goes through a 128-byte-swizzled staging tile in shared memory (two a
+// consumer, taken in turn) and reaches C by one TMA store (whole 128-byte lines; the TMA unit leaves out what lies
+// past M and N); the consumers go on to the next tile while the stores drain.
+#ifndef CONSUMERS
+#define CONSUMERS 2
+#endif
+#ifndef GROUP_M
+#define GROUP_M 8
+#endif
+#ifndef TMA_STORE
+#define TMA_STORE 0
+#endif
+#ifndef A_COL_MAJOR
+#define A_COL_MAJOR 0
+#endif
+#ifndef B_COL_MAJOR
+#define B_COL_MAJOR 0
+#endif
+#define WG_ROWS (BM / CONSUMERS)  // rows of the tile a consumer warpgroup owns
+#define MW (WG_ROWS / 64)         // its m64 blocks
+#define NACC (BN / 2)             // accumulators a thread holds per m64 block
+#define A_STAGE (BM * BK)         // elements of a stage's A tile
+#define B_STAGE (BK * BN)
+// A k16 step in 16-byte units of a descriptor's start address: 32 bytes along K-major lines, 16 MN-major lines
+#define A_STEP (A_COL_MAJOR ? 16 * 128 / 16 : 2)
+#define B_STEP (B_COL_MAJOR ? 2 : 16 * 128 / 16)
+#define KERNEL_THREADS (128 * (CONSUMERS + 1))
+// registers a thread once the producer has given its own away (128·(2·232 + 40) = 64512 of the 65536)
+#define CONSUMER_REGISTERS 232
+#define PRODUCER_REGISTERS 40
+
+static_assert(BK == 64, "a k-tile is one 128-byte line of 16-bit elements a row (the 128-byte swizzle)");
+static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
+static_assert(WG_ROWS % 64 == 0 && BM <= 256, "a consumer owns whole m64 blocks; a TMA box is up to 256 rows");
+static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma's N: 64, 128 or 256");
+static_assert(MW * NACC <= 128, "a consumer thread holds up to 128 accumulators");
+
+typedef long long i64;
+
+// wgmma descriptors and steps; mbarriers, TMA copies and setmaxnreg (tma.cuh, through it)
+#include "../_cuda/wgmma.cuh"
+
+// Tile t of the batch's tiles_m × tiles_n tiles: its batch z and first row and column.
+__device__ __forceinline__ void hopper_tile(int t, int tiles_m, int tiles_n, int& z, int& m0, int& n0) {
+  const int per_batch = tiles_m * tiles_n, pid = t % per_batch;
+  const int per_group = GROUP_M * tiles_n, first_m = pid / per_group * GROUP_M;
+  const int group_m = tiles_m - first_m < GROUP_M ? tiles_m - first_m : GROUP_M;
+  z = t / per_batch;
+  m0 = (first_m + pid % per_group % group_m) * BM;
+  n0 = pid % per_group / group_m * BN;
+}
+
+// C(row, col) and C(row, col + 1) of this batch's C, where they exist (col is even): one 4-byte store where N is
+// even (both exist or neither, and the pair is 4-byte aligned), else one store each.
+__device__ __forceinline__ void hopper_store(T* c, int M, int N, int row, int col, float v0, float v1) {
+  if (row >= M || col >= N) return;
+  T* p = c + (i64)row * N + col;
+  if (N % 2 == 0) {
+    *reinterpret_cast<unsigned*>(p) = pack_pair(v0, v1, T{});
+  } else {
+    p[0] = kz_from_float<T>(v0);
+    if (col + 1 < N) p[1] = kz_from_float<T>(v1);
+  }
+}
+
+// The kernel of the file's header. a_map, b_map: tensor maps of A (Ba, M, K) with boxes (64, BM, 1) (column-major:
+// of Aᵀ (Ba, K, M), boxes (64, 64, 1)) and of B (Bb, K, N) with boxes (64, 64, 1) (column-major: Bᵀ (Bb, N, K),
+// boxes (64, BN, 1)), 128-byte swizzled; a_batched / b_batched: whether A / B step with z (else batch 0 serves
+// every z); c_map (TMA_STORE 1): C (batch, M, N) with boxes (64, 64, 1), 128-byte swizzled. Grid: up to one block
+// per SM, any number; block KERNEL_THREADS.
+extern "C" __global__ void __launch_bounds__(KERNEL_THREADS, 1)
+    matmul_wgmma(const __grid_constant__ TensorMap a_map, const __grid_constant__ TensorMap b_map, T* __restrict__ c,
+                 int M, int N, int K, int batch, int a_batched, int b_batched
+#if TMA_STORE
+                 , const __grid_constant__ TensorMap c_map
+#endif
+                 ) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  // STAGES A tiles, STAGES B tiles (each laid out as above), the staging tiles [CONSUMERS][2][64][64], mbarriers
+  T* sa = reinterpret_cast<T*>(smem_raw + (1024 - smem_addr(smem_raw) % 1024) % 1024);
+  T* sb = sa + STAGES * A_STAGE;
+  T* sc = sb + STAGES * B_STAGE;
+  u64* full = reinterpret_cast<u64*>(sc + TMA_STORE * CONSUMERS * 2 * 64 * 64);           // [STAGES]
+  u64* empty = full + STAGES;                                                            // [STAGES]
+  const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN, k_tiles = (K + BK - 1) / BK;
+  const int tiles = tiles_m * tiles_n * batch, wg = threadIdx.x / 128;
+
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int s = 0; s < STAGES; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], 128 * CONSUMERS);
+    fence_mbarrier_init();
+  }
+  __syncthreads();
+
+  if (wg == CONSUMERS) {  // the producer warpgroup
+#if CONSUMERS == 2
+    setmaxnreg_dec<PRODUCER_REGISTERS>();
+#endif
+    if (threadIdx.x == 128 * CONSUMERS) {
+      int it = 0;  // k-tiles issued, over this block's tiles
+      for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+        int z, m0, n0;
+        hopper_tile(t, tiles_m, tiles_n, z, m0, n0);
+        const int za = a_batched ? z : 0, zb = b_batched ? z : 0;
+        for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+          const int slot = it % STAGES;
+          if (it >= STAGES) mbar_wait(&empty[slot], (it / STAGES - 1) & 1);  // fill it - STAGES consumed
+          mbar_arrive_expect(&full[slot], (A_STAGE + B_STAGE) * (unsigned)sizeof(T));
+#if A_COL_MAJOR
+#pragma unroll
+          for (int mb = 0; mb < BM / 64; ++mb)
+            tma_load_3d(sa + slot * A_STAGE + mb * 64 * BK, &a_map, m0 + mb * 64, kt * BK, za, &full[slot]);
+#else
+          tma_load_3d(sa + slot * A_STAGE, &a_map, kt * BK, m0, za, &full[slot]);
+#endif
+#if B_COL_MAJOR
+          tma_load_3d(sb + slot * B_STAGE, &b_map, kt * BK, n0, zb, &full[slot]);
+#else
+#pragma unroll
+          for (int cb = 0; cb < BN / 64; ++cb)
+            tma_load_3d(sb + slot * B_STAGE + cb * BK * 64, &b_map, n0 + cb * 64, kt * BK, zb, &full[slot]);
+#endif
+        }
+      }
+    }
+    return;
+  }
+#if CONSUMERS == 2
+  setmaxnreg_inc<CONSUMER_REGISTERS>();
+#endif
+
+  // Descriptors of stage 0: this warpgroup's A rows and B (an MN-major operand's 64-wide blocks 64 lines apart).
+  // Stages, m64 blocks and k16 steps move only the start address (16-byte units).
+  const u64 a_desc = sw128_desc(sa + wg * WG_ROWS * 64, A_COL_MAJOR ? BK * 128 : 16);
+  const u64 b_desc = sw128_desc(sb, B_COL_MAJOR ? 16 : BK * 128);
+  constexpr int A_UNITS = A_STAGE * 2 / 16, B_UNITS = B_STAGE * 2 / 16;
+  const int warp = threadIdx.x % 128 / 32, lane = threadIdx.x % 32;
+
+  float acc[MW][NACC];
+  int it = 0;  // k-tiles consumed, over this block's tiles (as the producer counts them)
+#if TMA_STORE
+  T* staging = sc + wg * 2 * 64 * 64;  // this consumer's two staging tiles
+  const bool storer = threadIdx.x % 128 == 0;  // the thread of the warpgroup that issues its stores
+  int stores = 0;  // 64×64 blocks stored, over this block's tiles: block s is staged in tile s % 2
+#endif
+  for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+    int z, m0, n0;
+    hopper_tile(t, tiles_m, tiles_n, z, m0, n0);
+#pragma unroll
+    for (int i = 0; i < MW; ++i)
+#pragma unroll
+      for (int e = 0; e < NACC; ++e) acc[i][e] = 0.0f;
+    for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+      const int slot = it % STAGES;
+      mbar_wait(&full[slot], it / STAGES & 1);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < BK / 16; ++kk)
+#pragma unroll
+        for (int i = 0; i < MW; ++i)
+          wgmma_ss<A_COL_MAJOR, !B_COL_MAJOR>(acc[i], a_desc + slot * A_UNITS + i * 64 * 128 / 16 + kk * A_STEP,
+                                              b_desc + slot * B_UNITS + kk * B_STEP, 1, T{});
+      wgmma_commit();
+      wgmma_wait<1>();  // k-tile it - 1's group has completed: its stage is free
+      if (kt > 0) mbar_arrive(&empty[(it - 1) % STAGES]);
+    }
+    wgmma_wait<0>();
+#pragma unroll
+    for (int i = 0; i < MW; ++i) fence_operands(acc[i]);
+    if (k_tiles > 0) mbar_arrive(&empty[(it - 1) % STAGES]);
+
+#if TMA_STORE
+    // Row r of a staging tile is one 128-byte line, its 16-byte chunk q stored at q ^ (r % 8): a thread's n8 tile j
+    // of the block is chunk j of rows r and r + 8 (r % 8 = lane / 4), and the 32 lanes of a store hit 32 banks.
+    const int r = warp * 16 + lane / 4;
+#pragma unroll
+    for (int i = 0; i < MW; ++i)
+#pragma unroll
+      for (int cb = 0; cb < BN / 64; ++cb, ++stores) {
+        T* tile = staging + stores % 2 * 64 * 64;
+        if (storer) bulk_wait_read<1>();  // the store issued from this tile two blocks ago has read it
+        named_barrier(1 + wg, 128);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          const float* d = acc[i] + 4 * (cb * 8 + j);
+          T* at = tile + r * 64 + (j ^ lane / 4) * 8 + lane % 4 * 2;
+          *reinterpret_cast<unsigned*>(at) = pack_pair(d[0], d[1], T{});
+          *reinterpret_cast<unsigned*>(at + 8 * 64) = pack_pair(d[2], d[3], T{});
+        }
+        fence_proxy_async();  // each thread's stores, for the TMA unit's reads
+        named_barrier(1 + wg, 128);
+        if (storer) {
+          tma_store_3d(&c_map, tile, n0 + cb * 64, m0 + wg * WG_ROWS + i * 64, z);
+          bulk_commit();
+        }
+      }
+#else
+    T* cz = c + (i64)z * M * N;
+    const int row = m0 + wg * WG_ROWS + warp * 16 + lane / 4, col = n0 + lane % 4 * 2;
+#pragma unroll
+    for (int i = 0; i < MW; ++i)
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j) {
+        hopper_store(cz, M, N, row + i * 64, col + j * 8, acc[i][4 * j], acc[i][4 * j + 1]);
+        hopper_store(cz, M, N, row + i * 64 + 8, col + j * 8, acc[i][4 * j + 2], acc[i][4 * j + 3]);
+      }
+#endif
+  }
+#if TMA_STORE
+  if (storer) bulk_wait<0>();  // the stores have read their staging tiles (and written C) before the block exits
+#endif
+}
