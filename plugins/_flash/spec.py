@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from kernelzoo.errors import ArgumentError, DeviceError, DTypeError
-from kernelzoo.registry import FLOATS, BadCase, Call, Op, check_same, check_tensor, randn
+from kernelzoo.registry import FLOATS, BadCase, Call, Op, check_same, check_tensor, parse_dtype, randn
 from kernelzoo.tolerance import Tolerance
 
 MASK_DTYPES = (torch.bool, torch.float32, torch.float16, torch.bfloat16)
@@ -31,13 +31,14 @@ def shape_text(t: torch.Tensor) -> str:
 
 # --- argument checks -------------------------------------------------------------------------
 
-def check_qkv_mask(op: str, q: Any, k: Any, v: Any, causal: Any, scale: Any,
-                   attn_mask: Any) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    """Validate attention's arguments; the inputs (mask as a 4-D view) and the params."""
+def check_qkv_mask(op: str, q: Any, k: Any, v: Any, causal: Any, scale: Any, attn_mask: Any,
+                   dtypes: Sequence[torch.dtype] = FLOATS) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """Validate attention's arguments (q, k, v of one of ``dtypes``); the inputs (mask as a 4-D view) and the
+    params."""
     # Nearly every call passes all of _check_qkv's checks: one test of the whole lets it through at a third of
     # the host time, and the checks that name what is wrong run only when it fails.
     if not _qkv_agree(q, k, v, causal):
-        _check_qkv(op, q, k, v, causal)
+        _check_qkv(op, q, k, v, causal, dtypes)
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[3]) if q.shape[3] else 1.0
     elif isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale):
@@ -62,9 +63,9 @@ def _qkv_agree(q: Any, k: Any, v: Any, causal: Any) -> bool:
             and q_shape[1] % k_shape[1] == 0)
 
 
-def _check_qkv(op: str, q: Any, k: Any, v: Any, causal: Any) -> None:
+def _check_qkv(op: str, q: Any, k: Any, v: Any, causal: Any, dtypes: Sequence[torch.dtype]) -> None:
     for name, t in (("q", q), ("k", k), ("v", v)):
-        check_tensor(op, name, t)
+        check_tensor(op, name, t, dtypes)
         if t.dim() != 4:
             raise ArgumentError(f"{op}: {name} must be 4-D (batch, heads, seq, head_dim), "
                                 f"got {t.dim()}-D of shape {shape_text(t)}")
@@ -231,7 +232,8 @@ def trivial_forward(call: Call) -> tuple[torch.Tensor, torch.Tensor] | None:
     if q.numel() and k.shape[2]:
         return None
     lse = call.empty(q.shape[:3], torch.float32).fill_(NEG_INF)
-    return like(call, q).zero_(), lse
+    out = parse_dtype(call.params["out_dtype"]) if "out_dtype" in call.params else None  # FP8 inputs' o
+    return like(call, q, out).zero_(), lse
 
 
 def dead_rows(attn_mask: torch.Tensor | None, causal: bool, n_q: int, n_k: int) -> torch.Tensor | None:
@@ -504,7 +506,9 @@ def _mask(kind: str, b: int, hq: int, nq: int, nk: int, device: torch.device, dt
     bias = torch.randn((1, heads, nq, nk), generator=g)
     bias[torch.rand(bias.shape, generator=g) < 0.2] = NEG_INF
     bias[:, :, 4] = NEG_INF  # a row that sees nothing
-    return bias.to(device, torch.float32 if dtype == torch.float32 else dtype)
+    # an FP8 case's additive mask is in its default out_dtype
+    return bias.to(device, dtype if dtype in (torch.float16, torch.bfloat16) else
+                   torch.bfloat16 if dtype.itemsize == 1 else torch.float32)
 
 
 def forward_case(spec: CaseSpec) -> Callable:
