@@ -139,20 +139,22 @@ def quantized_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dtype: t
 # --- conformance cases -------------------------------------------------------------------------
 
 def fp8_case_specs() -> list[tuple[str, dict[str, Any], bool]]:
-    """(id, spec, small) of the FP8 cases: per-tensor and per-head descales, data far from unit scale, GQA,
-    causal, odd lengths, head dims 64 and 128, float16 out, no descale at all. Sizes (B, Hq, Hk, Nq, Nk, D)."""
+    """(id, spec, small) of the FP8 cases: per-tensor and per-head descales, data far from unit scale (q, k, v
+    of standard deviations ``magnitudes``; q's times k's stays near 1, as attention's scores do), GQA, causal,
+    odd lengths, head dims 64 and 128, float16 out, no descale at all. Sizes (B, Hq, Hk, Nq, Nk, D)."""
     def c(b: int, hq: int, hk: int, nq: int, nk: int, d: int, causal: bool = False, descale: str = "tensor",
-          out: torch.dtype = torch.bfloat16, magnitude: float = 1.0) -> dict[str, Any]:
+          out: torch.dtype = torch.bfloat16, magnitudes: tuple[float, float, float] = (1.0, 1.0, 1.0),
+          ) -> dict[str, Any]:
         return {"sizes": (b, hq, hk, nq, nk, d), "causal": causal, "descale": descale, "out": out,
-                "magnitude": magnitude}
+                "magnitudes": magnitudes}
     return [
         ("fp8-n17", c(2, 2, 2, 17, 17, 64), True),
         ("fp8-head-n97-causal", c(2, 2, 2, 97, 97, 64, causal=True, descale="head"), True),
         ("fp8-head-gqa4-d128", c(2, 4, 1, 45, 45, 128, descale="head"), True),
         ("fp8-gqa2-causal-float16", c(1, 4, 2, 33, 61, 64, causal=True, out=torch.float16), True),
-        ("fp8-head-d128-causal-large-values", c(1, 2, 2, 65, 65, 128, causal=True, descale="head",
-                                                magnitude=300.0), True),
-        ("fp8-small-values-nq61-nk17", c(1, 2, 2, 61, 17, 64, magnitude=1e-3), True),
+        ("fp8-head-d128-causal-far-scales", c(1, 2, 2, 65, 65, 128, causal=True, descale="head",
+                                              magnitudes=(40.0, 1 / 40, 300.0)), True),
+        ("fp8-small-values-nq61-nk17", c(1, 2, 2, 61, 17, 64, magnitudes=(1e-3, 1e-3, 1e-3)), True),
         ("fp8-no-descale-d80", c(1, 2, 2, 40, 40, 80, descale="none"), True),
         ("fp8-head-n1023-causal", c(1, 2, 2, 1023, 1023, 128, causal=True, descale="head"), False),
     ]
@@ -162,8 +164,8 @@ def fp8_case(spec: dict[str, Any]) -> Callable:
     def make(device: torch.device, dtype: torch.dtype, g: torch.Generator) -> tuple[tuple, dict]:
         kind = dtype if dtype in FP8 else DEFAULT_FP8
         b, hq, hk, nq, nk, d = spec["sizes"]
-        q, k, v = (randn(shape, device, torch.float32, g, spec["magnitude"])
-                   for shape in ((b, hq, nq, d), (b, hk, nk, d), (b, hk, nk, d)))
+        q, k, v = (randn(shape, device, torch.float32, g, magnitude)
+                   for shape, magnitude in zip(((b, hq, nq, d), (b, hk, nk, d), (b, hk, nk, d)), spec["magnitudes"]))
         kwargs: dict[str, Any] = {"causal": spec["causal"], "out_dtype": spec["out"]}
         if spec["descale"] == "none":
             return (q.to(kind), k.to(kind), v.to(kind)), kwargs
