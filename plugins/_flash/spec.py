@@ -364,7 +364,8 @@ class AttentionSpecBase(Op):
     # A GPU tunes the half floats unless asked (--dtype float32): float32 attention kernels compile for
     # minutes each (Triton's IEEE products at D = 128), while the half floats' 24 keys of the forward take
     # minutes in all (docs/tuning.md).
-    tune_dtypes = {"cuda": (torch.float16, torch.bfloat16)}
+    # The 8-bit floats (the forward's) are tuned when asked (--dtype float8_e4m3fn) on either device.
+    tune_dtypes = {"cuda": (torch.float16, torch.bfloat16), "cpu": (torch.float32,)}
 
     # On a GPU the cuda plugin first, for keys nothing is tuned for and for tuned winners within noise of each
     # other: untuned, cuda ran ahead of Triton at the largest shapes, and tuned at most of them
