@@ -14,9 +14,10 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from kernelzoo_plugins._flash.spec import check_qkv_mask, make_qkv, trivial_forward
 
 from kernelzoo.errors import ArgumentError, DeviceError, DTypeError
-from kernelzoo.registry import FP8, Call, dtype_name, parse_dtype, randn
+from kernelzoo.registry import FLOATS, FP8, Call, check_same, check_tensor, dtype_name, parse_dtype, randn
 
 DESCALES = ("q_descale", "k_descale", "v_descale")
 OUT_DTYPES = (torch.bfloat16, torch.float16)
@@ -32,6 +33,19 @@ def output_dtype(call: Call) -> torch.dtype:
     """o's dtype: out_dtype for FP8 inputs, else the inputs' own."""
     out = call.params.get("out_dtype")
     return parse_dtype(out) if out is not None else call.dtype
+
+
+def check_qkv_mask_fp8(op: str, q: Any, k: Any, v: Any, causal: Any, scale: Any,
+                       attn_mask: Any) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """check_qkv_mask for q, k, v of one 8-bit float: their kind and device checked here, the shapes, causal,
+    scale and mask by check_qkv_mask on float32 stand-ins of their shapes (one element each, broadcast)."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        check_tensor(op, name, t, FLOATS + FP8)
+    check_same(op, q=q, k=k, v=v)
+    one = torch.empty((), dtype=torch.float32, device=q.device)
+    inputs, params = check_qkv_mask(op, *(one.expand(t.shape) for t in (q, k, v)), causal, scale, attn_mask)
+    inputs.update(q=q, k=k, v=v)
+    return inputs, params
 
 
 def check_fp8(op: str, q: torch.Tensor, k: torch.Tensor, descales: dict[str, Any],
@@ -71,6 +85,14 @@ def check_fp8(op: str, q: torch.Tensor, k: torch.Tensor, descales: dict[str, Any
                                 f"= ({batch}, {kv_heads}) (per head), got shape ({', '.join(map(str, t.shape))})")
         inputs[name] = t
     return inputs, {"out_dtype": dtype_name(out_dtype), "descale": "head" if per_head else "tensor"}
+
+
+def trivial_output(call: Call) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """trivial_forward (a call with no work) with o in the call's output dtype."""
+    done = trivial_forward(call)
+    if done is None or not is_fp8(call):
+        return done
+    return done[0].to(output_dtype(call)), done[1]
 
 
 def descale_views(call: Call) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -137,6 +159,21 @@ def quantized_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dtype: t
 
 
 # --- conformance cases -------------------------------------------------------------------------
+
+def fp8_of(spec: dict[str, Any]) -> Callable:
+    """A case of the family's (spec.case_specs) for any dtype: for an 8-bit float its q, k, v drawn in it and an
+    additive mask in bfloat16 (FP8's default out_dtype; an 8-bit mask could not hold -inf), the same draws as the
+    16-bit case."""
+    def make(device: torch.device, dtype: torch.dtype, g: torch.Generator) -> tuple[tuple, dict]:
+        if dtype not in FP8:
+            return make_qkv(spec, device, dtype, g)
+        again = torch.Generator().set_state(g.get_state())
+        qkv, kwargs = make_qkv(spec, device, dtype, g)
+        if spec["mask"] and kwargs["attn_mask"].dtype != torch.bool:
+            kwargs["attn_mask"] = make_qkv(spec, device, torch.bfloat16, again)[1]["attn_mask"]
+        return qkv, kwargs
+    return make
+
 
 def fp8_case_specs() -> list[tuple[str, dict[str, Any], bool]]:
     """(id, spec, small) of the FP8 cases: per-tensor and per-head descales, data far from unit scale (q, k, v

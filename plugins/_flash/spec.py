@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from kernelzoo.errors import ArgumentError, DeviceError, DTypeError
-from kernelzoo.registry import FLOATS, BadCase, Call, Op, check_same, check_tensor, parse_dtype, randn
+from kernelzoo.registry import FLOATS, BadCase, Call, Op, check_same, check_tensor, randn
 from kernelzoo.tolerance import Tolerance
 
 MASK_DTYPES = (torch.bool, torch.float32, torch.float16, torch.bfloat16)
@@ -31,14 +31,13 @@ def shape_text(t: torch.Tensor) -> str:
 
 # --- argument checks -------------------------------------------------------------------------
 
-def check_qkv_mask(op: str, q: Any, k: Any, v: Any, causal: Any, scale: Any, attn_mask: Any,
-                   dtypes: Sequence[torch.dtype] = FLOATS) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    """Validate attention's arguments (q, k, v of one of ``dtypes``); the inputs (mask as a 4-D view) and the
-    params."""
+def check_qkv_mask(op: str, q: Any, k: Any, v: Any, causal: Any, scale: Any,
+                   attn_mask: Any) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """Validate attention's arguments; the inputs (mask as a 4-D view) and the params."""
     # Nearly every call passes all of _check_qkv's checks: one test of the whole lets it through at a third of
     # the host time, and the checks that name what is wrong run only when it fails.
     if not _qkv_agree(q, k, v, causal):
-        _check_qkv(op, q, k, v, causal, dtypes)
+        _check_qkv(op, q, k, v, causal)
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[3]) if q.shape[3] else 1.0
     elif isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale):
@@ -63,9 +62,9 @@ def _qkv_agree(q: Any, k: Any, v: Any, causal: Any) -> bool:
             and q_shape[1] % k_shape[1] == 0)
 
 
-def _check_qkv(op: str, q: Any, k: Any, v: Any, causal: Any, dtypes: Sequence[torch.dtype]) -> None:
+def _check_qkv(op: str, q: Any, k: Any, v: Any, causal: Any) -> None:
     for name, t in (("q", q), ("k", k), ("v", v)):
-        check_tensor(op, name, t, dtypes)
+        check_tensor(op, name, t)
         if t.dim() != 4:
             raise ArgumentError(f"{op}: {name} must be 4-D (batch, heads, seq, head_dim), "
                                 f"got {t.dim()}-D of shape {shape_text(t)}")
@@ -232,8 +231,7 @@ def trivial_forward(call: Call) -> tuple[torch.Tensor, torch.Tensor] | None:
     if q.numel() and k.shape[2]:
         return None
     lse = call.empty(q.shape[:3], torch.float32).fill_(NEG_INF)
-    out = parse_dtype(call.params["out_dtype"]) if "out_dtype" in call.params else None  # FP8 inputs' o
-    return like(call, q, out).zero_(), lse
+    return like(call, q).zero_(), lse
 
 
 def dead_rows(attn_mask: torch.Tensor | None, causal: bool, n_q: int, n_k: int) -> torch.Tensor | None:
@@ -364,8 +362,7 @@ class AttentionSpecBase(Op):
     # A GPU tunes the half floats unless asked (--dtype float32): float32 attention kernels compile for
     # minutes each (Triton's IEEE products at D = 128), while the half floats' 24 keys of the forward take
     # minutes in all (docs/tuning.md).
-    # The 8-bit floats (the forward's) are tuned when asked (--dtype float8_e4m3fn) on either device.
-    tune_dtypes = {"cuda": (torch.float16, torch.bfloat16), "cpu": (torch.float32,)}
+    tune_dtypes = {"cuda": (torch.float16, torch.bfloat16)}
 
     # On a GPU the cuda plugin first, for keys nothing is tuned for and for tuned winners within noise of each
     # other: untuned, cuda ran ahead of Triton at the largest shapes, and tuned at most of them
@@ -507,9 +504,7 @@ def _mask(kind: str, b: int, hq: int, nq: int, nk: int, device: torch.device, dt
     bias = torch.randn((1, heads, nq, nk), generator=g)
     bias[torch.rand(bias.shape, generator=g) < 0.2] = NEG_INF
     bias[:, :, 4] = NEG_INF  # a row that sees nothing
-    # an FP8 case's additive mask is in its default out_dtype
-    return bias.to(device, dtype if dtype in (torch.float16, torch.bfloat16) else
-                   torch.bfloat16 if dtype.itemsize == 1 else torch.float32)
+    return bias.to(device, torch.float32 if dtype == torch.float32 else dtype)
 
 
 def forward_case(spec: CaseSpec) -> Callable:
@@ -547,7 +542,7 @@ def bad_cases(op: str, extra: Callable[[tuple], tuple] = lambda args: args) -> l
                 "q is torch.float16 but k is torch.float32; expected one dtype"),
         BadCase("device-mismatch", qkv(q_device="meta"), DeviceError, "q is on meta but k is on cpu"),
         BadCase("int-dtype", lambda: (extra((torch.ones(1, 1, 2, 4, dtype=torch.int64),) * 3), {}), DTypeError,
-                "q must be float32, float16, bfloat16"),
+                "q must be float32, float16, bfloat16, got torch.int64"),
         BadCase("not-a-tensor", lambda: (extra(([[1.0]], torch.ones(1, 1, 1, 1), torch.ones(1, 1, 1, 1))), {}),
                 ArgumentError, "q must be a torch.Tensor, got list"),
         BadCase("causal-not-bool", qkv(causal=1), ArgumentError, "causal must be a bool, got 1"),

@@ -14,7 +14,7 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 
 from kernelzoo.backends.triton import launcher, next_power_of_2
 from kernelzoo.errors import UnsupportedError
-from kernelzoo.registry import FP8, Call
+from kernelzoo.registry import Call
 
 LOG2E = 1.4426950408889634
 MAX_GRID_Y = 65535  # batch·heads is the grid's second dimension
@@ -110,11 +110,11 @@ def has_tma(device: torch.device) -> bool:
 
 def descriptors_apply(*tensors: torch.Tensor) -> bool:
     """Whether the kernels read and write these (B, H, N, D) tensors through TMA descriptors: half
-    floats (8-bit floats too, for the first tensor) on a GPU with TMA, each base address and stride a
-    multiple of 16 bytes (what a descriptor takes; a stride 0 broadcast does not qualify). float32 keeps
-    its pointer loads: its tf32x3 and IEEE products were tuned on them."""
+    floats on a GPU with TMA, each base address and stride a multiple of 16 bytes (what a
+    descriptor takes; a stride 0 broadcast does not qualify). float32 keeps its pointer loads: its
+    tf32x3 and IEEE products were tuned on them."""
     t = tensors[0]
-    if t.dtype not in (torch.float16, torch.bfloat16, *FP8) or not has_tma(t.device):
+    if t.dtype not in (torch.float16, torch.bfloat16) or not has_tma(t.device):
         return False
     return all(x.data_ptr() % 16 == 0 and x.stride(-1) == 1
                and all(st > 0 and st * x.element_size() % 16 == 0 for st in x.stride()[:-1]) for x in tensors)

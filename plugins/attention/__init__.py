@@ -48,9 +48,11 @@ import torch
 from kernelzoo_plugins._flash.fp8 import (
     DESCALES,
     check_fp8,
+    check_qkv_mask_fp8,
     dequantized,
     fp8_case,
     fp8_case_specs,
+    fp8_of,
     is_fp8,
     output_dtype,
     quantized_inputs,
@@ -62,7 +64,6 @@ from kernelzoo_plugins._flash.spec import (
     case_specs,
     check_qkv_mask,
     compare,
-    forward_case,
     lse_atol,
     output_atol,
 )
@@ -87,6 +88,8 @@ class Attention(AttentionSpecBase):
 
     name = "attention"
     outputs = 2  # o and the log-sum-exp
+    # The 8-bit floats (this op's alone) are tuned when asked (--dtype float8_e4m3fn) on either device.
+    tune_dtypes = {"cuda": (torch.float16, torch.bfloat16), "cpu": (torch.float32,)}
     # the derivative: attention_backward recomputes the probabilities from the saved log-sum-exp
     derivative = Derivative(
         inputs=("q", "k", "v"),
@@ -99,7 +102,10 @@ class Attention(AttentionSpecBase):
               scale: float | None = None, attn_mask: torch.Tensor | None = None,
               q_descale: torch.Tensor | None = None, k_descale: torch.Tensor | None = None,
               v_descale: torch.Tensor | None = None, out_dtype: torch.dtype | None = None) -> Call:
-        inputs, params = check_qkv_mask(self.name, q, k, v, causal, scale, attn_mask, FLOATS + FP8)
+        if isinstance(q, torch.Tensor) and q.dtype not in FLOATS:  # 8-bit floats (or a dtype no call takes)
+            inputs, params = check_qkv_mask_fp8(self.name, q, k, v, causal, scale, attn_mask)
+        else:
+            inputs, params = check_qkv_mask(self.name, q, k, v, causal, scale, attn_mask)
         if q.dtype in FP8 or out_dtype is not None or q_descale is not None or k_descale is not None \
                 or v_descale is not None:
             descales, fp8_params = check_fp8(self.name, q, k, dict(zip(DESCALES, (q_descale, k_descale, v_descale))),
@@ -172,11 +178,12 @@ class Attention(AttentionSpecBase):
         return Mismatch(why) if why else None
 
     def cases(self) -> list[Case]:
-        return ([Case(case_id, forward_case(spec), small) for case_id, spec, small in case_specs()]
+        return ([Case(case_id, fp8_of(spec), small) for case_id, spec, small in case_specs()]
                 + [Case(case_id, fp8_case(spec), small) for case_id, spec, small in fp8_case_specs()])
 
     def bad_cases(self) -> list[BadCase]:
-        return bad_cases(self.name) + _fp8_bad_cases()
+        # the family's int-dtype case names the 16/32-bit floats only; int8-dtype is this op's
+        return [bad for bad in bad_cases(self.name) if bad.id != "int-dtype"] + _fp8_bad_cases()
 
     # --- autograd ----------------------------------------------------------------------------
     def result(self, call: Call, outputs: Any) -> torch.Tensor:

@@ -36,7 +36,7 @@ from kernelzoo_plugins._flash.spec import like, trivial_forward
 
 from kernelzoo.backends.cuda import Kernel, tensor_map
 from kernelzoo.errors import UnsupportedError
-from kernelzoo.registry import FP8, Call
+from kernelzoo.registry import Call
 
 
 class AttentionCuda(FlashCuda):
@@ -89,8 +89,6 @@ class AttentionCuda(FlashCuda):
                              {"WGMMA": 1, "WARPS": 8, "BLOCK_N": 64, "STAGES": 3})}
 
     def supports(self, call: Call) -> str | None:
-        if call.dtype in FP8:
-            return f"no FP8 kernel: {call.dtype} inputs run on the triton plugin (or the upcasting ones)"
         return super().supports(call) or unsupported(call)
 
     def wgmma_shared_memory(self, call: Call, config: Mapping[str, Any]) -> dict[str, int]:

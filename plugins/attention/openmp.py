@@ -6,9 +6,9 @@ BLOCK_N keys. The C source, shared with the backward, is the family's (plugins/_
 from __future__ import annotations
 
 import torch
-from kernelzoo_plugins._flash.fp8 import is_fp8, output_dtype, upcast
+from kernelzoo_plugins._flash.fp8 import is_fp8, output_dtype, trivial_output, upcast
 from kernelzoo_plugins._flash.openmp import CDEF, CONFIG_SPACE, NULL, SOURCE, dims, mask_view, rows_contiguous
-from kernelzoo_plugins._flash.spec import like, trivial_forward
+from kernelzoo_plugins._flash.spec import like
 
 from kernelzoo.backends.openmp import OpenMPImplementation, ptr, thread_counts
 from kernelzoo.registry import FP8, Call
@@ -23,7 +23,7 @@ class AttentionOpenMP(OpenMPImplementation):
     default_config = {"BLOCK_M": 64, "BLOCK_N": 128, "threads": thread_counts()[-1]}
 
     def run(self, call: Call, config: dict) -> tuple[torch.Tensor, torch.Tensor]:
-        trivial = trivial_forward(call)
+        trivial = trivial_output(call)
         if trivial is not None:
             return trivial
         if is_fp8(call):

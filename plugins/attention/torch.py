@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from kernelzoo_plugins._flash.fp8 import is_fp8, output_dtype, upcast
+from kernelzoo_plugins._flash.fp8 import is_fp8, output_dtype, trivial_output, upcast
 from kernelzoo_plugins._flash.spec import (
     NEG_INF,
     additive_mask,
@@ -26,7 +26,6 @@ from kernelzoo_plugins._flash.spec import (
     flash_applies,
     log_sum_exp,
     sdpa_mask,
-    trivial_forward,
 )
 
 from kernelzoo.registry import FLOATS, FP8, Call, Implementation
@@ -38,7 +37,7 @@ class AttentionTorch(Implementation):
     dtypes = {"cpu": (torch.float32, *FP8), "cuda": FLOATS + FP8}
 
     def run(self, call: Call, config: dict) -> tuple[torch.Tensor, torch.Tensor]:
-        trivial = trivial_forward(call)
+        trivial = trivial_output(call)
         if trivial is not None:
             return trivial
         if is_fp8(call):

@@ -30,8 +30,8 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from kernelzoo_plugins._flash.fp8 import descale_views, is_fp8, output_dtype
-from kernelzoo_plugins._flash.spec import like, trivial_forward
+from kernelzoo_plugins._flash.fp8 import descale_views, is_fp8, output_dtype, trivial_output
+from kernelzoo_plugins._flash.spec import like
 from kernelzoo_plugins._flash.triton import (
     LOG2E,
     MAX_GRID_Y,
@@ -237,7 +237,7 @@ class AttentionTriton(TritonImplementation):
         fp8 = is_fp8(call)
         if config.get("PV_FP8") and not fp8:
             raise UnsupportedError(f"{self.key}: PV_FP8 1 is for 8-bit float inputs, not {call.dtype}")
-        trivial = trivial_forward(call)
+        trivial = trivial_output(call)
         if trivial is not None:
             return trivial
         q, k, v = (rows_contiguous(call.inputs[name]) for name in ("q", "k", "v"))
@@ -251,7 +251,8 @@ class AttentionTriton(TritonImplementation):
             descales = descale_views(call)
         else:
             descales = (q, q, q)
-        tma = descriptors_apply(q, k, v, o)
+        # descriptors_apply asks its first tensor's dtype: o's 16 bits stand for an FP8 call
+        tma = descriptors_apply(o, q, k, v) if fp8 else descriptors_apply(q, k, v, o)
         if config == self.config() and (not tma or block_d > 128):
             config = self.config(self.wide_default)
         block_m, block_n = config["BLOCK_M"], config["BLOCK_N"]
