@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from kernelzoo_plugins._flash.fp8 import descale_views, quantized_inputs
+from kernelzoo_plugins._flash.fp8 import dequantized, descale_views, quantized_inputs
 from kernelzoo_plugins.attention.triton import keys_contiguous
 
 import kernelzoo
@@ -153,7 +153,7 @@ def p_rounding_bound(call, kind: torch.dtype) -> torch.Tensor:
     """Per output, how far rounding P to the 8-bit float ``kind`` may move o: each unnormalised probability
     p_j ≤ 1 rounds by at most 2^-(mantissa+1)·p_j, or half the smallest subnormal step, and o = Σ p_j v_j / Σ p_j."""
     mantissa, min_exp = P_FORMATS[kind]
-    q, k, v = OP._inputs(call, torch.float64)
+    q, k, v = dequantized(call, torch.float64)
     group = q.shape[1] // k.shape[1]
     kk, vv = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
     scores = q @ kk.transpose(-1, -2) * call.params["scale"]

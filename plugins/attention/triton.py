@@ -17,7 +17,7 @@ operands K-major, so V is read through its transpose (B, Hk, D, Nk), copied once
 lies that way (a transposed view of such a tensor). PV_FP8 chooses P·V's precision: 1 rounds P to V's 8-bit
 float and multiplies in FP8 (the fast path: P's 3 or 2 mantissa bits cost far more than the op's tolerance
 allows, docs/design/flash-attention.md); 0 rounds P to float16 and upcasts V (exactly) to float16. Half-float
-and float32 calls ignore PV_FP8 (a config other than 0 is unsupported for them).
+and float32 calls take PV_FP8 0 alone (1 is unsupported for them).
 
 On sm_90 and newer, half-float and FP8 q, k, v (V's transpose) and o move through TMA tensor
 descriptors: the copy engine fills shared memory straight from global memory, zero-filling rows past
