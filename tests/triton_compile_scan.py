@@ -169,6 +169,9 @@ ATTENTION_FP8_CASES: dict[str, tuple] = {
                                      {"PV_FP8": 1, "BLOCK_M": 64}, False),
     "e5m2-d128-pointers-pv16": (torch.float8_e5m2, (1, 2, 2, 97, 128), False, "head", torch.bfloat16,
                                 {"BLOCK_M": 64, "num_warps": 8}, False),
+    "e4m3-d16-tma-pv8": (torch.float8_e4m3fn, (1, 2, 2, 64, 16), False, "tensor", torch.bfloat16,
+                         {"PV_FP8": 1, "BLOCK_N": 32}, True),
+    "e5m2-d256-tma-pv16-causal": (torch.float8_e5m2, (1, 2, 2, 256, 256), True, "tensor", torch.float16, {}, True),
 }
 
 
