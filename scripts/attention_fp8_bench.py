@@ -34,7 +34,7 @@ def tflops(flops: float, fn: Callable[[], object]) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--shape", action="append", help="BxHxNxD (repeatable; default 1x32x16384x128, 4x32x4096x128)")
     parser.add_argument("--causal", type=int, nargs="+", default=[0, 1])
     parser.add_argument("--config", default="{}", help="overrides of the triton plugin's default config (JSON)")

@@ -215,8 +215,9 @@ def test_gpu_pv_precisions(kind: torch.dtype, causal: bool, kv_heads: int) -> No
 def test_gpu_dispatch_runs_triton_and_cuda_refuses() -> None:
     (q, k, v), ds = quantized(2, 4, 2, 1000, 128, E4M3, "head", device="cuda")
     call = OP.check(q, k, v, causal=True, **ds)
+    assert kernelzoo.explain("attention", q, k, v, causal=True, **ds).plugin == "triton"
     o = kernelzoo.ops.attention(q, k, v, causal=True, **ds)
     ref = OP.reference(call)
-    assert OP.verify(call, (o, ref[1].float()), ref) is None
+    assert OP.verify(call, (o, ref[1].float()), ref) is None  # o alone is returned: lse is the reference's
     with kernelzoo.use("cuda"), pytest.raises(UnsupportedError, match="not float8_e4m3fn"):
         kernelzoo.ops.attention(q, k, v, **ds)
