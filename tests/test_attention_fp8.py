@@ -9,6 +9,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 from kernelzoo_plugins._flash.fp8 import dequantized, descale_views, quantized_inputs
+from kernelzoo_plugins._flash.triton import has_tma
+from kernelzoo_plugins.attention import triton as triton_module
 from kernelzoo_plugins.attention.triton import keys_contiguous
 
 import kernelzoo
@@ -186,7 +188,13 @@ def check_pv_precisions(b: int, hq: int, hk: int, n: int, d: int, kind: torch.dt
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the interpreter's numpy: log2(0), -inf - -inf
 @pytest.mark.parametrize("kind", [E4M3, E5M2], ids=["e4m3", "e5m2"])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-def test_triton_pv_precisions(kind: torch.dtype, causal: bool) -> None:
+@pytest.mark.parametrize("tma", [False, True], ids=["pointers", "descriptors"])
+def test_triton_pv_precisions(kind: torch.dtype, causal: bool, tma: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both ways to read q, k, Vᵀ and o: pointers, and TMA descriptors (forced in the interpreter)."""
+    if not tma or not GPU:
+        monkeypatch.setattr(triton_module, "descriptors_apply", lambda *tensors: tma)
+    elif not has_tma(torch.device("cuda")):
+        pytest.skip("this GPU has no TMA (sm_90 and newer have)")
     check_pv_precisions(1, 4, 2, 150, 64, kind, causal)
 
 
