@@ -3,6 +3,7 @@
     python tests/triton_compile_scan.py plugins   # every triton plugin: its default config on the first small
                                                   # conformance cases of each of its GPU dtypes
     python tests/triton_compile_scan.py gemm      # the GEMM family's specializations (GEMM_CASES)
+    python tests/triton_compile_scan.py attention_fp8  # FP8 attention's specializations (ATTENTION_FP8_CASES)
 
 Prints a JSON object {name: ["ok kernel" | "FAIL kernel: why" | "host: why", ...]}. Run in a process without
 TRITON_INTERPRET (Triton's interpreter never compiles): the calls run on CPU tensors, their launches are caught
@@ -152,9 +153,45 @@ def gemm_cases() -> dict[str, list[str]]:
     return results
 
 
+# name -> (8-bit float, (B, Hq, Hk, N, D), causal, descale, out_dtype, config overrides, TMA descriptors): both
+# P·V precisions, both kinds, descriptors (as on an sm_90 GPU) and pointers, GQA, odd head dims
+ATTENTION_FP8_CASES: dict[str, tuple] = {
+    "e4m3-d128-tma-pv16-head": (torch.float8_e4m3fn, (1, 2, 2, 256, 128), False, "head", torch.bfloat16, {}, True),
+    "e4m3-d128-tma-pv8-causal": (torch.float8_e4m3fn, (1, 2, 2, 256, 128), True, "tensor", torch.bfloat16,
+                                 {"PV_FP8": 1}, True),
+    "e5m2-d128-tma-pv8-n128": (torch.float8_e5m2, (1, 2, 2, 256, 128), False, "tensor", torch.bfloat16,
+                               {"PV_FP8": 1, "BLOCK_N": 128, "num_stages": 3}, True),
+    "e5m2-d64-tma-pv16-gqa-float16": (torch.float8_e5m2, (2, 4, 2, 256, 64), True, "head", torch.float16,
+                                      {"BLOCK_N": 128, "num_stages": 3}, True),
+    "e4m3-d64-tma-pv8-8warps": (torch.float8_e4m3fn, (1, 2, 2, 256, 64), False, "tensor", torch.bfloat16,
+                                {"PV_FP8": 1, "num_warps": 8}, True),
+    "e4m3-d80-pointers-pv8-causal": (torch.float8_e4m3fn, (1, 2, 2, 97, 80), True, "tensor", torch.bfloat16,
+                                     {"PV_FP8": 1, "BLOCK_M": 64}, False),
+    "e5m2-d128-pointers-pv16": (torch.float8_e5m2, (1, 2, 2, 97, 128), False, "head", torch.bfloat16,
+                                {"BLOCK_M": 64, "num_warps": 8}, False),
+    "e4m3-d16-tma-pv8": (torch.float8_e4m3fn, (1, 2, 2, 64, 16), False, "tensor", torch.bfloat16,
+                         {"PV_FP8": 1, "BLOCK_N": 32}, True),
+    "e5m2-d256-tma-pv16-causal": (torch.float8_e5m2, (1, 2, 2, 256, 256), True, "tensor", torch.float16, {}, True),
+}
+
+
+def attention_fp8_cases() -> dict[str, list[str]]:
+    from kernelzoo_plugins.attention import triton as forward
+
+    spec, impl = registry.op("attention"), registry.impl("attention", "triton")
+    results = {}
+    for name, (kind, (b, hq, hk, n, d), causal, descale, out, overrides, tma) in ATTENTION_FP8_CASES.items():
+        forward.descriptors_apply = lambda *tensors, tma=tma: tma
+        call = spec.example((b, hq, n, d, int(causal)), kind, "cpu", torch.Generator().manual_seed(0),
+                            kv_heads=hk, descale=descale, out_dtype=out)
+        config = impl.config(overrides)
+        results[name] = compile_launches(lambda call=call, config=config: impl.run(call, config), name)
+    return results
+
+
 def main(argv: list[str]) -> int:
     _catch_launches()
-    what = {"plugins": plugins, "gemm": gemm_cases}
+    what = {"plugins": plugins, "gemm": gemm_cases, "attention_fp8": attention_fp8_cases}
     if len(argv) != 1 or argv[0] not in what:
         sys.exit(f"usage: triton_compile_scan.py {{{'|'.join(what)}}}")
     print(json.dumps(what[argv[0]]()))

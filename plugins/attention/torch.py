@@ -7,12 +7,17 @@ return the log-sum-exp too.
   its causal mask is top-left only when Nq = Nk, and it needs head dims that are multiples of 8).
 - Otherwise: ``scaled_dot_product_attention`` (it picks its best backend: memory-efficient for
   masks) with lse computed separately in tensor ops, which costs one more pass over the scores.
+
+torch's attention has no 8-bit float path: FP8 calls are dequantized (q·q_descale, ... computed in float32)
+and rounded to out_dtype on a GPU (float32 on the CPU), then run as above, o in out_dtype. That makes this
+plugin the baseline an FP8 kernel is measured against, a 16-bit attention plus the dequantizing pass.
 """
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from kernelzoo_plugins._flash.fp8 import is_fp8, output_dtype, trivial_output, upcast
 from kernelzoo_plugins._flash.spec import (
     NEG_INF,
     additive_mask,
@@ -21,21 +26,24 @@ from kernelzoo_plugins._flash.spec import (
     flash_applies,
     log_sum_exp,
     sdpa_mask,
-    trivial_forward,
 )
 
-from kernelzoo.registry import FLOATS, Call, Implementation
+from kernelzoo.registry import FLOATS, FP8, Call, Implementation
 
 
 class AttentionTorch(Implementation):
     op = "attention"
     plugin = "torch"
-    dtypes = {"cpu": (torch.float32,), "cuda": FLOATS}
+    dtypes = {"cpu": (torch.float32, *FP8), "cuda": FLOATS + FP8}
 
     def run(self, call: Call, config: dict) -> tuple[torch.Tensor, torch.Tensor]:
-        trivial = trivial_forward(call)
+        trivial = trivial_output(call)
         if trivial is not None:
             return trivial
+        if is_fp8(call):
+            out = output_dtype(call)
+            o, lse = self.run(upcast(call, out if call.device.type == "cuda" else torch.float32), config)
+            return o.to(out), lse
         q, k, v = (aligned(call.inputs[name]) for name in ("q", "k", "v"))
         mask, causal, scale = call.inputs.get("attn_mask"), call.params["causal"], call.params["scale"]
         if q.device.type == "cpu":
