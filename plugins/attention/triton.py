@@ -249,8 +249,8 @@ class AttentionTriton(TritonImplementation):
             block_d = max(32, block_d)  # an 8-bit tensor-core product is at least 32 deep
             v = keys_contiguous(call.inputs["v"])  # (B, Hk, D, Nk)
             descales = descale_views(call)
-        else:
-            descales = (q, q, q)
+        else:  # None: constexprs the 16-bit kernels are compiled without
+            descales = (None, None, None)
         # descriptors_apply asks its first tensor's dtype: o's 16 bits stand for an FP8 call
         tma = descriptors_apply(o, q, k, v) if fp8 else descriptors_apply(q, k, v, o)
         if config == self.config() and (not tma or block_d > 128):
@@ -264,7 +264,7 @@ class AttentionTriton(TritonImplementation):
         launch(_attention_forward, grid, q, k, v, mask if mask is not None else q, o, lse, *descs,
                *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3], *mask_strides,
                heads, heads // kv_heads, n_q, n_k, d, call.params["scale"] * LOG2E,
-               *descales, *(st for t in descales for st in (t.stride()[:2] if fp8 else (0, 0))),
+               *descales, *(st for t in descales for st in (t.stride()[:2] if t is not None else (None, None))),
                CAUSAL=call.params["causal"], HAS_MASK=mask is not None, MASK_BOOL=mask_bool,
                BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, EVEN_D=block_d == d, TMA=tma,
                # descales of either sign fold into the scale: the max of the scaled scores is taken after scaling
