@@ -104,6 +104,8 @@ class _Function(torch.autograd.Function):
                 if t is not None:
                     inputs[name] = t.detach()
         call = Call(op, inputs, call.params)
+        if derivative.recording is not None:
+            call = derivative.recording(call)
         outputs = dispatch.run_call(op, call) if choice is None else dispatch.run_chosen(op, call, choice)
         several = isinstance(outputs, tuple)
         saved = derivative.save(call, outputs if several else (outputs,))

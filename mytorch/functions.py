@@ -307,10 +307,12 @@ def declared(op: str, arguments: Sequence[str], doc: str = "") -> type[Function]
         if by_position is None:
             by_position = positional[spec] = _leading(spec.check, arguments)
         call = spec.check(*values) if by_position else spec.check(**dict(zip(arguments, values)))
+        derivative = spec.derivative
+        if derivative.recording is not None and any(ctx.needs_input_grad):
+            call = derivative.recording(call)
         outputs = dispatch.run_call(spec, call)
         if not isinstance(outputs, tuple):
             outputs = tuple(outputs) if isinstance(outputs, list) else (outputs,)
-        derivative = spec.derivative
         saved = derivative.save(call, outputs)
         names, tensors = [], []
         for name, value in saved.items():
