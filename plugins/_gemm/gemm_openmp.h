@@ -209,13 +209,13 @@ static void pack_b_panel(const float *b, const i64 *d, const i64 *tab, i64 k0, i
 }
 
 // One MR×NR tile: kc rank-1 updates from the panels, then C = acc (+ bias) on the first K block, else C += acc;
-// then C = act(C) where the block is the last (act nonzero).
+// then C = act(C) where the block is the last (act nonzero; micro_kernel: none).
 // The tile's rows of C are prefetched first (a prefetch never faults, so rows past `rows` are harmless): they
 // arrive during the updates instead of stalling the stores; with the update loop unrolled by 4 (figures in
 // docs/design/gemm.md).
-static inline void micro_kernel(i64 kc, const float *restrict ap, const float *restrict bp, float *restrict c,
-                                i64 ldc, i64 rows, i64 cols, int first, const float *bias_row,
-                                const float *bias_col, int act) {
+static inline void micro_kernel_activated(i64 kc, const float *restrict ap, const float *restrict bp,
+                                          float *restrict c, i64 ldc, i64 rows, i64 cols, int first,
+                                          const float *bias_row, const float *bias_col, int act) {
     vf16 acc[MR][NV];
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i)
@@ -257,6 +257,12 @@ static inline void micro_kernel(i64 kc, const float *restrict ap, const float *r
     }
 }
 
+static inline void micro_kernel(i64 kc, const float *restrict ap, const float *restrict bp, float *restrict c,
+                                i64 ldc, i64 rows, i64 cols, int first, const float *bias_row,
+                                const float *bias_col) {
+    micro_kernel_activated(kc, ap, bp, c, ldc, rows, cols, first, bias_row, bias_col, 0);
+}
+
 typedef struct {
     i64 m, n, k;
     const float *a, *b;
@@ -291,10 +297,10 @@ static void gemm_block(const gemm_args *g, i64 bi, i64 m_lo, i64 m_hi, i64 n_lo,
                     i64 j = jc + jp * NR;
                     for (i64 ip = 0; ip * MR < mcur; ++ip) {
                         i64 i = ic + ip * MR;
-                        micro_kernel(kcur, ap + ip * MR * kcur, bp + jp * NR * kcur, cb + i * g->ldc + j, g->ldc,
-                                     min_i64(MR, mcur - ip * MR), min_i64(NR, ncur - jp * NR), first,
-                                     g->bias_row != NULL ? g->bias_row + i : NULL,
-                                     g->bias_col != NULL ? g->bias_col + j : NULL, act);
+                        micro_kernel_activated(kcur, ap + ip * MR * kcur, bp + jp * NR * kcur, cb + i * g->ldc + j,
+                                               g->ldc, min_i64(MR, mcur - ip * MR), min_i64(NR, ncur - jp * NR),
+                                               first, g->bias_row != NULL ? g->bias_row + i : NULL,
+                                               g->bias_col != NULL ? g->bias_col + j : NULL, act);
                     }
                 }
             }

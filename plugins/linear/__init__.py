@@ -75,8 +75,10 @@ def _recording(call: Call) -> Call:
 
 
 class Linear(Op):
-    """linear(x, weight, bias=None): x·weightᵀ + bias over x's last dim, float32 accumulation; float32 inputs in
-    TF32 on a GPU's tensor cores where ``torch.backends.cuda.matmul.allow_tf32`` allows it, as torch does."""
+    """linear(x, weight, bias=None, activation=None): act(x·weightᵀ + bias) over x's last dim, activation None,
+    "relu", "gelu" or "gelu_tanh" (gelu with approximate="tanh") fused into the epilogue; float32 accumulation;
+    float32 inputs in TF32 on a GPU's tensor cores where ``torch.backends.cuda.matmul.allow_tf32`` allows it, as
+    torch does."""
 
     name = "linear"
     # the derivative: linear_backward gives grad_x, grad_weight and, with a bias, grad_bias (through the
