@@ -130,6 +130,31 @@ def test_custom_op_autograd_recomputes_the_pre_activation(activation):
     assert names == (["linear", "linear_backward"] if activation != "relu" else ["linear_backward"]), runs
 
 
+@pytest.mark.parametrize("activation", ACTIVATIONS)
+def test_custom_ops_pass_opcheck_with_an_activation(activation):
+    """Schema, fake tensors, autograd registration and AOT dispatch of torch.ops.kernelzoo.linear and
+    linear_backward with an activation."""
+    kernelzoo.library.register()
+    tests = ("test_schema", "test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic")
+    x, w, b = (torch.randn(*shape, requires_grad=True) for shape in ((5, 7), (6, 7), (6,)))
+    torch.library.opcheck(torch.ops.kernelzoo.linear.default, (x, w, b, activation), test_utils=tests)
+    g, pre = torch.randn(5, 6), torch.randn(5, 6)
+    torch.library.opcheck(torch.ops.kernelzoo.linear_backward.default, (g, x.detach(), w.detach(), True, activation,
+                                                                        pre), test_utils=tests)
+
+
+def test_linear_with_gelu_compiles_whole_and_matches_torch():
+    """Under torch.compile the op is the custom op; its gelu backward computes z again (one GEMM) and the
+    gradients are torch's."""
+    x, w, b = (torch.randn(*shape, requires_grad=True) for shape in ((5, 7), (6, 7), (6,)))
+    compiled = torch.compile(lambda x, w, b: ops.linear(x, w, b, activation="gelu").tanh().sum(), fullgraph=True,
+                             backend="aot_eager")
+    got = torch.autograd.grad(compiled(x, w, b), (x, w, b))
+    want = torch.autograd.grad(torch.nn.functional.gelu(torch.nn.functional.linear(x, w, b)).tanh().sum(), (x, w, b))
+    for g, t in zip(got, want):
+        torch.testing.assert_close(g, t, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("activation", [*ACTIVATIONS, None])
 @pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
 def test_mytorch_gradients_match_torch_autograd(activation, bias):
