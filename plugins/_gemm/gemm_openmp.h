@@ -239,10 +239,21 @@ static inline void micro_kernel_activated(i64 kc, const float *restrict ap, cons
     float tile[MR][NR] __attribute__((aligned(64)));
     for (int i = 0; i < MR; ++i)
         for (int v = 0; v < NV; ++v) *(vf16 *)(tile[i] + 16 * v) = acc[i][v];
+    if (act) {  // the last K block: C's final values in the tile, the activation over all of it (one long loop)
+        for (i64 i = 0; i < rows; ++i) {
+            const float *ci = c + i * ldc;
+            const float add = first && bias_row != NULL ? bias_row[i] : 0.0f;
+            for (i64 j = 0; j < cols; ++j)
+                tile[i][j] += add + (first ? (bias_col != NULL ? bias_col[j] : 0.0f) : ci[j]);
+        }
+        kz_activate_n(tile[0], tile[0], MR * NR, act);  // the padding past C's rows and columns too, unstored
+        for (i64 i = 0; i < rows; ++i) memcpy(c + i * ldc, tile[i], sizeof(float) * (size_t)cols);
+        return;
+    }
     for (i64 i = 0; i < rows; ++i) {
         float *ci = c + i * ldc;
         float add = first && bias_row != NULL ? bias_row[i] : 0.0f;
-        if (cols == NR && bias_col == NULL && !act) {
+        if (cols == NR && bias_col == NULL) {
             for (int v = 0; v < NV; ++v) {
                 vf16 t = *(vf16 *)(tile[i] + 16 * v) + add;
                 *(vf16u *)(ci + 16 * v) = first ? t : *(vf16u *)(ci + 16 * v) + t;
@@ -251,8 +262,7 @@ static inline void micro_kernel_activated(i64 kc, const float *restrict ap, cons
         }
         for (i64 j = 0; j < cols; ++j) {
             float t = tile[i][j] + add + (first && bias_col != NULL ? bias_col[j] : 0.0f);
-            t = first ? t : ci[j] + t;
-            ci[j] = act ? kz_activate(t, act) : t;
+            ci[j] = first ? t : ci[j] + t;
         }
     }
 }
@@ -323,10 +333,12 @@ static int gemm_activated(i64 batch, i64 m, i64 n, i64 k, const float *a, const 
     if (m <= 0 || n <= 0) return 0;
     if (k <= 0 || batch <= 0) {  // an empty sum: the bias, or zeros
         for (i64 bi = 0; bi < (accumulate ? 1 : batch); ++bi)
-            for (i64 i = 0; i < m; ++i)
+            for (i64 i = 0; i < m; ++i) {
+                float *ci = c + bi * c_batch + i * ldc;
                 for (i64 j = 0; j < n; ++j)
-                    c[bi * c_batch + i * ldc + j] = kz_activate(
-                        (bias_row != NULL ? bias_row[i] : 0.0f) + (bias_col != NULL ? bias_col[j] : 0.0f), act);
+                    ci[j] = (bias_row != NULL ? bias_row[i] : 0.0f) + (bias_col != NULL ? bias_col[j] : 0.0f);
+                kz_activate_n(ci, ci, n, act);
+            }
         return 0;
     }
     const gemm_args g = {m, n, k, a, b, ad, bd, c, ldc, c_batch, accumulate, bias_row, bias_col,

@@ -10,7 +10,6 @@ int linear(const float *x, i64 sxm, i64 sxk, const float *w, i64 swn, i64 swk, c
     if (z == NULL) return gemm_activated(1, m, n, k, x, ad, w, bd, y, n, 0, 0, NULL, bias, mc, nc, kc, threads, act);
     int rc = gemm(1, m, n, k, x, ad, w, bd, z, n, 0, 0, NULL, bias, mc, nc, kc, threads);
 #pragma omp parallel for num_threads(threads) if (m * n >= PARALLEL_MIN_CALLS) schedule(static)
-    for (i64 i = 0; i < m; ++i)
-        for (i64 j = 0; j < n; ++j) y[i * n + j] = kz_activate(z[i * n + j], act);
+    for (i64 i = 0; i < m; ++i) kz_activate_n(z + i * n, y + i * n, n, act);
     return rc;
 }

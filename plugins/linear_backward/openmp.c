@@ -31,8 +31,7 @@ int linear_backward(const float *g, i64 sgm, i64 sgn, const float *x, i64 sxm, i
         dz = malloc(sizeof(float) * (size_t)(m * n));
         if (dz == NULL) return -1;
 #pragma omp parallel for num_threads(threads) if (m * n >= PARALLEL_MIN_CALLS) schedule(static)
-        for (i64 i = 0; i < m; ++i)
-            for (i64 j = 0; j < n; ++j) dz[i * n + j] = kz_activation_grad(g[i * sgm + j * sgn], pre[i * spm + j * spn], act);
+        for (i64 i = 0; i < m; ++i) kz_activation_grad_n(g + i * sgm, sgn, pre + i * spm, spn, dz + i * n, n, act);
         g = dz, sgm = n, sgn = 1;
     }
     const i64 g_rows[D_FIELDS] = {[D_KIND] = STRIDED, [D_S0] = sgm, [D_S1] = sgn};
