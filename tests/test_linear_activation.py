@@ -208,6 +208,16 @@ def test_the_activation_is_a_flag_of_the_key_and_plain_calls_keep_theirs():
     assert backward.flags(backward.check(g, x, w, activation="gelu", pre=g)) == "gelu"
 
 
+def test_examples_rebuild_the_activation_keys():
+    """What tuning and benchmarks build from a shape and a variant, or from a missed key's parameters."""
+    linear, backward = registry.op("linear"), registry.op("linear_backward")
+    assert {"activation": "gelu"} in linear.variants and {"activation": "gelu"} in backward.variants
+    call = linear.example((9, 5, 7), torch.float32, "cpu", activation="gelu_tanh", pre=True)
+    assert linear.flags(call) == "gelu_tanh,pre"
+    call = backward.example((9, 5, 7), torch.float32, "cpu", bias=True, activation="gelu")
+    assert backward.flags(call) == "bias,gelu" and call.inputs["pre"].shape == (9, 7)
+
+
 def test_bad_activation_names_the_valid_ones():
     x, w = torch.ones(3, 4), torch.ones(5, 4)
     message = "linear: activation must be None, 'relu', 'gelu', 'gelu_tanh', got 'silu'"

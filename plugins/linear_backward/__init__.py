@@ -55,6 +55,8 @@ class LinearBackward(Op):
     # Untuned, torch first: ahead of the Triton plugin and of openmp at every benchmark shape
     # (docs/perf/linear_backward.md, docs/design/gemm.md)
     default_order = {"cuda": ("torch",), "cpu": ("torch",)}
+    # tuned and benchmarked without an activation and with gelu's derivative (the others differ only in dz's formula)
+    variants = ({}, {"activation": "gelu"})
     shapes = {
         "cuda": [(8192, 4096, 4096), (8192, 4096, 14336), (8192, 14336, 4096), (16384, 1024, 4096),
                  (4096, 4096, 1024), (32768, 768, 3072)],
@@ -97,10 +99,11 @@ class LinearBackward(Op):
         return (*grads, g2.sum(0)) if call.params["bias"] else grads
 
     def example(self, shape: Sequence[int], dtype: torch.dtype, device: torch.device | str,
-                generator: torch.Generator | None = None, bias: bool = False) -> Call:
+                generator: torch.Generator | None = None, bias: bool = False, activation: str | None = None) -> Call:
         m, k, n = shape
+        pre = randn((m, n), device, dtype, generator) if activation is not None else None
         return self.check(randn((m, n), device, dtype, generator), randn((m, k), device, dtype, generator),
-                          randn((n, k), device, dtype, generator), bias=bias)
+                          randn((n, k), device, dtype, generator), bias=bias, activation=activation, pre=pre)
 
     @staticmethod
     def _dz(call: Call, g: torch.Tensor) -> torch.Tensor:
