@@ -112,6 +112,39 @@ def test_torch_autograd_matches_torch(activation, bias):
     assert runs[1][1]["activation"] == activation
 
 
+@pytest.mark.parametrize("through", ["kernelzoo.ops", "mytorch"])
+def test_a_training_forward_runs_what_its_own_key_tuned(monkeypatch, through):
+    """The forward that returns z is chosen by its own key (flags 'gelu,pre'), not by the inference call's."""
+    def source(op, call, plugin):
+        flags = op.flags(call)
+        if op.name == "linear" and flags in ("gelu", "gelu,pre") and plugin is None:
+            name = "python" if flags == "gelu,pre" else "openmp"
+            impl = registry.impl("linear", name)
+            return dispatch.Choice(name, impl.config(), f"tuned for {flags}", impl)
+        return None
+
+    seen: list[tuple[str, str]] = []
+    for name in ("python", "openmp"):  # what ran, without observing (an observed call takes the checked path)
+        impl = registry.impl("linear", name)
+        monkeypatch.setattr(impl, "run", lambda call, config, run=impl.run, name=name: (
+            seen.append((call.op.flags(call), name)), run(call, config))[1])
+    monkeypatch.setattr(dispatch, "_winner_source", source)
+    dispatch.clear_cache()
+    try:
+        x, w = torch.randn(6, 5), torch.randn(4, 5)
+        for _ in range(2):  # the second time through the signature cache
+            if through == "mytorch":
+                MF.linear(mytorch.tensor(x, requires_grad=True), mytorch.tensor(w), None, "gelu")
+                with mytorch.no_grad():
+                    MF.linear(mytorch.tensor(x), mytorch.tensor(w), None, "gelu")
+            else:
+                ops.linear(x.clone().requires_grad_(), w, activation="gelu")
+                ops.linear(x, w, activation="gelu")
+        assert seen == [("gelu,pre", "python"), ("gelu", "openmp")] * 2
+    finally:
+        dispatch.clear_cache()
+
+
 @pytest.mark.parametrize("activation", ACTIVATIONS)
 def test_custom_op_autograd_recomputes_the_pre_activation(activation):
     """torch.ops.kernelzoo.linear's forward cannot know a backward follows: gelu's backward computes z again."""
