@@ -51,8 +51,8 @@ static inline void kz_activation_grad_n(const float *g, long long sg, const floa
         case 3:
             for (long long i = 0; i < n; ++i) {
                 const float v = p[i * sp], t = kz_tanhf(KZ_SQRT_2_OVER_PI * (v + KZ_KAPPA * v * v * v));
-                dz[i] = g[i * sg] * (0.5f * (1.0f + t)
-                                     + 0.5f * v * (1.0f - t * t) * KZ_SQRT_2_OVER_PI * (1.0f + 3.0f * KZ_KAPPA * v * v));
+                const float slope = 0.5f * v * (1.0f - t * t) * KZ_SQRT_2_OVER_PI * (1.0f + 3.0f * KZ_KAPPA * v * v);
+                dz[i] = g[i * sg] * (0.5f * (1.0f + t) + slope);
             }
             break;
         default:
