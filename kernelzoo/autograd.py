@@ -104,6 +104,10 @@ class _Function(torch.autograd.Function):
                 if t is not None:
                     inputs[name] = t.detach()
         call = Call(op, inputs, call.params)
+        if derivative.recording is not None:
+            recorded = derivative.recording(call)
+            if recorded is not call:  # another key: dispatch chooses for it
+                call, choice = recorded, None
         outputs = dispatch.run_call(op, call) if choice is None else dispatch.run_chosen(op, call, choice)
         several = isinstance(outputs, tuple)
         saved = derivative.save(call, outputs if several else (outputs,))

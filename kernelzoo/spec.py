@@ -185,12 +185,16 @@ class Derivative:
       forced for the forward, if any, and never records a graph itself.
     - ``returns``: how many leading outputs a differentiable function returns (mytorch: max returns its
       indices too); the rest only feed the backward. Only output 0 is differentiable.
+    - ``recording(call)``: the call a forward that records a backward runs instead of ``call``, for an op whose
+      kernels compute an extra output only when asked (linear's pre-activation); None: ``call`` itself. The
+      custom op's autograd (torch.compile) cannot know at the forward, so ``save`` gets no extra there.
     """
 
     inputs: tuple[str, ...]
     save: Callable[[Call, tuple[torch.Tensor, ...]], dict[str, Any]]
     backward: Callable[[dict[str, Any], torch.Tensor], Mapping[str, torch.Tensor | None]]
     returns: int = 1
+    recording: Callable[[Call], Call] | None = None
 
 
 @functools.cache

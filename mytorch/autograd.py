@@ -121,7 +121,8 @@ class Function:
                 raw.append(a)
                 needs.append(False)
         record = record and _grad_enabled.get()
-        ctx = Context(tuple(needs))
+        # a forward that records nothing needs no gradient (a forward may skip what only its backward reads)
+        ctx = Context(tuple(needs) if record else (False,) * len(needs))
         token = _grad_enabled.set(False)
         try:
             out = cls.forward(ctx, *raw, **kwargs)

@@ -307,10 +307,12 @@ def declared(op: str, arguments: Sequence[str], doc: str = "") -> type[Function]
         if by_position is None:
             by_position = positional[spec] = _leading(spec.check, arguments)
         call = spec.check(*values) if by_position else spec.check(**dict(zip(arguments, values)))
+        derivative = spec.derivative
+        if derivative.recording is not None and any(ctx.needs_input_grad):
+            call = derivative.recording(call)
         outputs = dispatch.run_call(spec, call)
         if not isinstance(outputs, tuple):
             outputs = tuple(outputs) if isinstance(outputs, list) else (outputs,)
-        derivative = spec.derivative
         saved = derivative.save(call, outputs)
         names, tensors = [], []
         for name, value in saved.items():
@@ -374,7 +376,8 @@ Softmax = declared("softmax", ("x", "dim"))
 Sum = declared("sum", ("x", "dim", "keepdim"))
 Mean = declared("mean", ("x", "dim", "keepdim"))
 Max = declared("max", ("x", "dim", "keepdim"), "(values, indices) of the max along ``dim`` (None: of all elements).")
-Linear = declared("linear", ("x", "weight", "bias"))
+Linear = declared("linear", ("x", "weight", "bias", "activation"),
+                  "act(x·weightᵀ + bias); with gelu the forward keeps the pre-activation for the backward.")
 Conv2d = declared("conv2d", ("x", "weight", "bias", "stride", "padding", "dilation"))
 MaxPool2d = declared("max_pool2d", ("x", "kernel_size", "stride", "padding"))
 LayerNorm = declared("layer_norm", ("x", "normalized_shape", "weight", "bias", "eps"))

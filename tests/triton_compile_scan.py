@@ -133,6 +133,11 @@ GEMM_CASES: dict[str, Callable[[], tuple]] = {
         (torch.rand(256), torch.rand(256), True), {"BLOCK_K": 128, "PROMOTE_K": 32}),
     "tiled-fp16-bias": lambda: (_m(256, 128, dtype=torch.float16), _m(128, 256, dtype=torch.float16),
                                 _m(256, dtype=torch.float16), None, {"TMA": 0}),
+    # linear's activations in the epilogue ("activation": activation.py's CODES, passed to gemm, not the config)
+    "bf16-transposed-b-bias-gelu": lambda: (_m(256, 128), _m(256, 128).t(), _m(256), None, {"activation": 2}),
+    "fp16-relu-subtile": lambda: (_m(256, 128, dtype=torch.float16), _m(128, 256, dtype=torch.float16), None, None,
+                                  {"activation": 1, "SUBTILE": 1}),
+    "tiled-bf16-bias-gelu-tanh": lambda: (_m(256, 128), _m(128, 256), _m(256), None, {"TMA": 0, "activation": 3}),
 }
 
 
@@ -142,14 +147,35 @@ def gemm_cases() -> dict[str, list[str]]:
     results = {}
     for name, make in GEMM_CASES.items():
         a, b, bias, scales, overrides = make()
+        activation = overrides.pop("activation", 0)
         config = {**GemmTritonImplementation.default_config, "BLOCK_K": 64, "SUBTILE": 0, **overrides}
         batch = max(t.shape[0] if t.dim() == 3 else 1 for t in (a, b))
         shape = (batch, a.shape[-2], b.shape[-1]) if max(a.dim(), b.dim()) == 3 else (a.shape[0], b.shape[1])
         out_dtype = bias.dtype if bias is not None else a.dtype if a.element_size() > 1 else torch.bfloat16
         c = torch.empty(shape, dtype=out_dtype)
         results[name] = compile_launches(
-            lambda a=a, b=b, c=c, bias=bias, config=config, scales=scales: gemm(
-                a, b, c, bias, config, Scales(*scales) if scales else None), name)
+            lambda a=a, b=b, c=c, bias=bias, config=config, scales=scales, activation=activation: gemm(
+                a, b, c, bias, config, Scales(*scales) if scales else None, activation), name)
+    results.update(linear_activation_passes())
+    return results
+
+
+def linear_activation_passes() -> dict[str, list[str]]:
+    """The elementwise passes beside linear's GEMM: y = act(z) where the forward keeps z, and linear_backward's
+    dz = g·act'(pre), for each activation."""
+    results = {}
+    linear, backward = registry.op("linear"), registry.op("linear_backward")
+    for name in ("relu", "gelu", "gelu_tanh"):
+        x, w, b, g = _m(64, 32), _m(48, 32), _m(48), _m(64, 48)
+        impl = registry.impl("linear", "triton")
+        call = linear.check(x, w, b, name)
+        if name != "relu":
+            results[f"linear-pre-{name}"] = compile_launches(
+                lambda impl=impl, call=call: impl.run(linear.derivative.recording(call), impl.config()), name)
+        impl = registry.impl("linear_backward", "triton")
+        call = backward.check(g, x, w, bias=True, activation=name, pre=_m(64, 48))
+        results[f"linear_backward-{name}"] = compile_launches(
+            lambda impl=impl, call=call: impl.run(call, impl.config()), name)
     return results
 
 

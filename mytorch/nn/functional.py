@@ -13,8 +13,10 @@ from mytorch.tensor import Tensor
 _REDUCTIONS = ("mean", "sum", "none")
 
 
-def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    return F.Linear.apply(x, weight, bias)
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, activation: str | None = None) -> Tensor:
+    """x·weightᵀ + bias, through ``activation`` ("relu", "gelu", "gelu_tanh" or None) fused into the GEMM's
+    epilogue: the op linear, differentiated through linear_backward."""
+    return F.Linear.apply(x, weight, bias, activation)
 
 
 def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1, padding: Any = 0,

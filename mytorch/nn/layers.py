@@ -22,10 +22,13 @@ def _uniform(shape: Sequence[int], bound: float, device: Any, dtype: torch.dtype
 
 
 class Linear(Module):
+    """torch.nn.Linear's layer; ``activation`` ("relu", "gelu", "gelu_tanh") is applied to its output in the
+    GEMM's epilogue, as Linear followed by ReLU or GELU would be (gelu_tanh: GELU(approximate="tanh"))."""
+
     def __init__(self, in_features: int, out_features: int, bias: bool = True, device: Any = None,
-                 dtype: torch.dtype | None = None) -> None:
+                 dtype: torch.dtype | None = None, activation: str | None = None) -> None:
         super().__init__()
-        self.in_features, self.out_features = in_features, out_features
+        self.in_features, self.out_features, self.activation = in_features, out_features, activation
         bound = 1.0 / math.sqrt(in_features) if in_features else 0.0
         self.weight = _uniform((out_features, in_features), bound, device, dtype)
         if bias:
@@ -34,10 +37,11 @@ class Linear(Module):
             self.register_parameter("bias", None)
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.linear(x, self.weight, self.bias)
+        return F.linear(x, self.weight, self.bias, self.activation)
 
     def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+        text = f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+        return text + (f", activation={self.activation!r}" if self.activation is not None else "")
 
 
 class Conv2d(Module):

@@ -56,6 +56,8 @@
 
 // cp.async, ldmatrix and mma.sync wrappers, shared with the flash-attention kernels
 #include "../_cuda/tensor_core.cuh"
+// activate(): the epilogue's activation, chosen by KZ_ACTIVATION (none by default)
+#include "activation.cuh"
 
 typedef long long i64;
 
@@ -263,7 +265,8 @@ __device__ __forceinline__ void gemm_tile(P& p, int m0, int n0, int k_tiles) {
 }
 
 // D = A·B for strided operands: A(m, k) = a[m·lda + k] (A_GK) or a[k·lda + m]; B(k, n) = b[n·ldb + k]
-// (B_GK) or b[k·ldb + n]; D(m, n) goes to c[m·N + n], plus bias[n] (bias_rows 0) or bias[m] (1) if bias.
+// (B_GK) or b[k·ldb + n]; D(m, n) goes to c[m·N + n], plus bias[n] (bias_rows 0) or bias[m] (1) if bias,
+// through activate().
 // ALIGNED: 16-byte chunks, which needs lda, ldb, the contiguous extents (K for a GK operand, M / N for
 // the others) and N to be multiples of VEC and the pointers 16-byte aligned (the wrapper checks);
 // otherwise element loads (any size, any pointer).
@@ -317,8 +320,8 @@ struct Strided {
     if (m >= M || col.n >= N) return;
     const float row_bias = bias != nullptr && bias_rows ? kz_to_float(bias[m]) : 0.0f;
     T* out = c + (i64)m * N + col.n;
-    v0 += col.b0 + row_bias;
-    v1 += col.b1 + row_bias;
+    v0 = activate(v0 + col.b0 + row_bias);
+    v1 = activate(v1 + col.b1 + row_bias);
     if (ALIGNED) {  // N is a multiple of VEC: n + 1 < N too, and out is 2-element aligned
       store_pair(out, v0, v1);
     } else {

@@ -3,6 +3,8 @@
 //
 //   C[b] (M×N) = A[b] (M×K) · B[b] (K×N)  (+ bias per row or per column), b = 0 .. batch-1
 //
+// and gemm_activated applies an activation (activation_openmp.h) to each output as its last K block is stored.
+//
 // An operand is a descriptor (an int64 array, D_* below) saying where element (i, k) of A or (k, j) of B
 // lives: a strided matrix, or one of the im2col gathers of a convolution. Packing reads it straight into
 // the micro-kernel's layout, so a convolution never materialises its im2col matrix. Each thread runs BLIS's
@@ -17,6 +19,7 @@
 // masked. With `accumulate`, every batch adds into one C (a weight gradient summed over images).
 #include "../_openmp/parallel.h"
 #include "../_openmp/transpose.h"
+#include "activation_openmp.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -205,13 +208,14 @@ static void pack_b_panel(const float *b, const i64 *d, const i64 *tab, i64 k0, i
     }
 }
 
-// One MR×NR tile: kc rank-1 updates from the panels, then C = acc (+ bias) on the first K block, else C += acc.
+// One MR×NR tile: kc rank-1 updates from the panels, then C = acc (+ bias) on the first K block, else C += acc;
+// then C = act(C) where the block is the last (act nonzero; micro_kernel: none).
 // The tile's rows of C are prefetched first (a prefetch never faults, so rows past `rows` are harmless): they
 // arrive during the updates instead of stalling the stores; with the update loop unrolled by 4 (figures in
 // docs/design/gemm.md).
-static inline void micro_kernel(i64 kc, const float *restrict ap, const float *restrict bp, float *restrict c,
-                                i64 ldc, i64 rows, i64 cols, int first, const float *bias_row,
-                                const float *bias_col) {
+static inline void micro_kernel_activated(i64 kc, const float *restrict ap, const float *restrict bp,
+                                          float *restrict c, i64 ldc, i64 rows, i64 cols, int first,
+                                          const float *bias_row, const float *bias_col, int act) {
     vf16 acc[MR][NV];
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i)
@@ -235,6 +239,17 @@ static inline void micro_kernel(i64 kc, const float *restrict ap, const float *r
     float tile[MR][NR] __attribute__((aligned(64)));
     for (int i = 0; i < MR; ++i)
         for (int v = 0; v < NV; ++v) *(vf16 *)(tile[i] + 16 * v) = acc[i][v];
+    if (act) {  // the last K block: C's final values in the tile, the activation over all of it (one long loop)
+        for (i64 i = 0; i < rows; ++i) {
+            const float *ci = c + i * ldc;
+            const float add = first && bias_row != NULL ? bias_row[i] : 0.0f;
+            for (i64 j = 0; j < cols; ++j)
+                tile[i][j] += add + (first ? (bias_col != NULL ? bias_col[j] : 0.0f) : ci[j]);
+        }
+        kz_activate_n(tile[0], tile[0], MR * NR, act);  // the padding past C's rows and columns too, unstored
+        for (i64 i = 0; i < rows; ++i) memcpy(c + i * ldc, tile[i], sizeof(float) * (size_t)cols);
+        return;
+    }
     for (i64 i = 0; i < rows; ++i) {
         float *ci = c + i * ldc;
         float add = first && bias_row != NULL ? bias_row[i] : 0.0f;
@@ -252,6 +267,12 @@ static inline void micro_kernel(i64 kc, const float *restrict ap, const float *r
     }
 }
 
+static inline void micro_kernel(i64 kc, const float *restrict ap, const float *restrict bp, float *restrict c,
+                                i64 ldc, i64 rows, i64 cols, int first, const float *bias_row,
+                                const float *bias_col) {
+    micro_kernel_activated(kc, ap, bp, c, ldc, rows, cols, first, bias_row, bias_col, 0);
+}
+
 typedef struct {
     i64 m, n, k;
     const float *a, *b;
@@ -261,6 +282,7 @@ typedef struct {
     int accumulate;
     const float *bias_row, *bias_col;
     i64 mc, nc, kc;
+    int activation;
 } gemm_args;
 
 // C[bi][m_lo:m_hi, n_lo:n_hi] = A[bi][m_lo:m_hi, :] · B[bi][:, n_lo:n_hi], by one thread with its own
@@ -274,6 +296,7 @@ static void gemm_block(const gemm_args *g, i64 bi, i64 m_lo, i64 m_hi, i64 n_lo,
         for (i64 pc = 0; pc < g->k; pc += g->kc) {
             i64 kcur = min_i64(g->kc, g->k - pc);
             int first = pc == 0 && (!g->accumulate || bi == 0);
+            int act = pc + kcur >= g->k ? g->activation : 0;
             if (g->bd[D_KIND] == IM2COL || g->bd[D_KIND] == IM2COL_T) kred_table(g->bd, pc, kcur, tab);
             for (i64 jp = 0; jp < panels; ++jp)
                 pack_b_panel(bb, g->bd, tab, pc, kcur, jc + jp * NR, min_i64(NR, ncur - jp * NR), bp + jp * NR * kcur);
@@ -284,10 +307,10 @@ static void gemm_block(const gemm_args *g, i64 bi, i64 m_lo, i64 m_hi, i64 n_lo,
                     i64 j = jc + jp * NR;
                     for (i64 ip = 0; ip * MR < mcur; ++ip) {
                         i64 i = ic + ip * MR;
-                        micro_kernel(kcur, ap + ip * MR * kcur, bp + jp * NR * kcur, cb + i * g->ldc + j, g->ldc,
-                                     min_i64(MR, mcur - ip * MR), min_i64(NR, ncur - jp * NR), first,
-                                     g->bias_row != NULL ? g->bias_row + i : NULL,
-                                     g->bias_col != NULL ? g->bias_col + j : NULL);
+                        micro_kernel_activated(kcur, ap + ip * MR * kcur, bp + jp * NR * kcur, cb + i * g->ldc + j,
+                                               g->ldc, min_i64(MR, mcur - ip * MR), min_i64(NR, ncur - jp * NR),
+                                               first, g->bias_row != NULL ? g->bias_row + i : NULL,
+                                               g->bias_col != NULL ? g->bias_col + j : NULL, act);
                     }
                 }
             }
@@ -302,21 +325,24 @@ static void gemm_block(const gemm_args *g, i64 bi, i64 m_lo, i64 m_hi, i64 n_lo,
 // with its own packing. A barrier per K block was 5× slower than one thread at
 // 256×2048×2048 on 2 cores shared with other work (a waiting thread sleeps a scheduler tick), and the
 // slices add each element's terms in the same order (batch, then K block) whatever the thread count.
+// gemm_activated: the same, each output through activation `act` (0: none; not with accumulate).
 // Returns 0, or -1 when the packing buffers cannot be allocated.
-static int gemm(i64 batch, i64 m, i64 n, i64 k, const float *a, const i64 *ad, const float *b, const i64 *bd,
-                float *c, i64 ldc, i64 c_batch, int accumulate, const float *bias_row, const float *bias_col,
-                i64 mc, i64 nc, i64 kc, int threads) {
+static int gemm_activated(i64 batch, i64 m, i64 n, i64 k, const float *a, const i64 *ad, const float *b,
+                          const i64 *bd, float *c, i64 ldc, i64 c_batch, int accumulate, const float *bias_row,
+                          const float *bias_col, i64 mc, i64 nc, i64 kc, int threads, int act) {
     if (m <= 0 || n <= 0) return 0;
     if (k <= 0 || batch <= 0) {  // an empty sum: the bias, or zeros
         for (i64 bi = 0; bi < (accumulate ? 1 : batch); ++bi)
-            for (i64 i = 0; i < m; ++i)
+            for (i64 i = 0; i < m; ++i) {
+                float *ci = c + bi * c_batch + i * ldc;
                 for (i64 j = 0; j < n; ++j)
-                    c[bi * c_batch + i * ldc + j] =
-                        (bias_row != NULL ? bias_row[i] : 0.0f) + (bias_col != NULL ? bias_col[j] : 0.0f);
+                    ci[j] = (bias_row != NULL ? bias_row[i] : 0.0f) + (bias_col != NULL ? bias_col[j] : 0.0f);
+                kz_activate_n(ci, ci, n, act);
+            }
         return 0;
     }
     const gemm_args g = {m, n, k, a, b, ad, bd, c, ldc, c_batch, accumulate, bias_row, bias_col,
-                         round_up(min_i64(mc, m), MR), round_up(min_i64(nc, n), NR), min_i64(kc, k)};
+                         round_up(min_i64(mc, m), MR), round_up(min_i64(nc, n), NR), min_i64(kc, k), act};
     const int per_batch = !accumulate && batch >= threads && (batch % threads == 0 || batch >= 4 * threads);
     const i64 panels = (n + NR - 1) / NR, row_blocks = (m + MR - 1) / MR;
     // The slices form a grid of sr row ranges × sc column ranges. Each packs its rows of A and its columns of B
@@ -362,4 +388,11 @@ static int gemm(i64 batch, i64 m, i64 n, i64 k, const float *a, const i64 *ad, c
     free(ap_all);
     free(tab_all);
     return 0;
+}
+
+static int gemm(i64 batch, i64 m, i64 n, i64 k, const float *a, const i64 *ad, const float *b, const i64 *bd,
+                float *c, i64 ldc, i64 c_batch, int accumulate, const float *bias_row, const float *bias_col,
+                i64 mc, i64 nc, i64 kc, int threads) {
+    return gemm_activated(batch, m, n, k, a, ad, b, bd, c, ldc, c_batch, accumulate, bias_row, bias_col, mc, nc, kc,
+                          threads, 0);
 }

@@ -21,6 +21,7 @@ from typing import NamedTuple
 import torch
 import triton
 import triton.language as tl
+from kernelzoo_plugins._gemm.activation_triton import activate
 from kernelzoo_plugins._gemm.limits import check_fits
 from triton.runtime.errors import OutOfResources
 from triton.tools.tensor_descriptor import TensorDescriptor
@@ -46,9 +47,10 @@ def _grouped_tile(tile, tiles_m, tiles_n, GROUP_M: tl.constexpr):
 
 @triton.jit
 def _epilogue(acc, scale_a_ptr, scale_b_ptr, bias_ptr, rows, cols, M, N, SCALES: tl.constexpr,
-              HAS_BIAS: tl.constexpr):
+              HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr):
     # Scales dequantize the products' sums, not each product: (a·sa) @ (b·sb) = sa·sb·(a @ b), with one scale a
-    # tensor (SCALES 1) or one a row of A and a column of B (SCALES 2); the bias comes after them.
+    # tensor (SCALES 1) or one a row of A and a column of B (SCALES 2); the bias comes after them, then the
+    # activation (activation_triton.py's codes), all in float32 before the one rounding.
     if SCALES == 1:
         acc = acc * (tl.load(scale_a_ptr) * tl.load(scale_b_ptr))
     elif SCALES == 2:
@@ -57,14 +59,15 @@ def _epilogue(acc, scale_a_ptr, scale_b_ptr, bias_ptr, rows, cols, M, N, SCALES:
         acc = acc * scale_a[:, None] * scale_b[None, :]
     if HAS_BIAS:
         acc += tl.load(bias_ptr + cols, mask=cols < N, other=0.0).to(tl.float32)[None, :]
-    return acc
+    return activate(acc, ACTIVATION)
 
 
 @triton.jit
 def gemm_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, scale_a_ptr, scale_b_ptr, M, N, K, stride_ab, stride_am, stride_ak,
                 stride_bb, stride_bk, stride_bn, stride_cb, stride_cm, stride_cn, HAS_BIAS: tl.constexpr,
                 SCALES: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                GROUP_M: tl.constexpr, PRECISION: tl.constexpr, PROMOTE_K: tl.constexpr):
+                GROUP_M: tl.constexpr, PRECISION: tl.constexpr, PROMOTE_K: tl.constexpr,
+                ACTIVATION: tl.constexpr = 0):
     pid_m, pid_n = _grouped_tile(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M)
     batch = tl.program_id(1).to(tl.int64)
     rows = pid_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -83,7 +86,7 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, scale_a_ptr, scale_b_ptr, M, N, K
         acc = tl.dot(a, b, acc, input_precision=PRECISION, max_num_imprecise_acc=PROMOTE_K)
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
-    acc = _epilogue(acc, scale_a_ptr, scale_b_ptr, bias_ptr, rows, cols, M, N, SCALES, HAS_BIAS)
+    acc = _epilogue(acc, scale_a_ptr, scale_b_ptr, bias_ptr, rows, cols, M, N, SCALES, HAS_BIAS, ACTIVATION)
     c_ptrs = c_ptr + batch * stride_cb + rows[:, None] * stride_cm + cols[None, :] * stride_cn
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(rows[:, None] < M) & (cols[None, :] < N))
 
@@ -117,7 +120,7 @@ def gemm_tma_kernel(a_desc, b_desc, c_desc, c_ptr, bias_ptr, scale_a_ptr, scale_
                     C_BATCHED: tl.constexpr, HAS_BIAS: tl.constexpr, SCALES: tl.constexpr, BLOCK_M: tl.constexpr,
                     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, PROGRAMS: tl.constexpr,
                     SUBTILE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, PRECISION: tl.constexpr,
-                    PROMOTE_K: tl.constexpr):
+                    PROMOTE_K: tl.constexpr, ACTIVATION: tl.constexpr = 0):
     tiles_m = tl.cdiv(M, BLOCK_M)
     tiles_n = tl.cdiv(N, BLOCK_N)
     per_batch = tiles_m * tiles_n
@@ -138,7 +141,7 @@ def gemm_tma_kernel(a_desc, b_desc, c_desc, c_ptr, bias_ptr, scale_a_ptr, scale_
             acc = tl.dot(a, b, acc, input_precision=PRECISION, max_num_imprecise_acc=PROMOTE_K)
         rows = off_m + tl.arange(0, BLOCK_M)
         cols = off_n + tl.arange(0, BLOCK_N)
-        acc = _epilogue(acc, scale_a_ptr, scale_b_ptr, bias_ptr, rows, cols, M, N, SCALES, HAS_BIAS)
+        acc = _epilogue(acc, scale_a_ptr, scale_b_ptr, bias_ptr, rows, cols, M, N, SCALES, HAS_BIAS, ACTIVATION)
         if C_TMA:
             if SUBTILE:  # two halves, each through half the shared memory
                 left, right = acc.reshape(BLOCK_M, 2, BLOCK_N // 2).permute(0, 2, 1).split()
@@ -219,10 +222,11 @@ class Scales(NamedTuple):
 
 
 def gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, bias: torch.Tensor | None, config: dict,
-         scales: Scales | None = None) -> None:
+         scales: Scales | None = None, activation: int = 0) -> None:
     """c = a · b (·scales) (+ bias per column), any strides: a (M×K) or (Ba, M, K), b (K×N) or (Bb, K, N), c (M×N)
     or (B, M, N), a batch of 1 (or stride 0) broadcast. c must not be empty; the config's TMA picks the kernel, and
-    for 8-bit floats its PROMOTE_K how often the tensor cores' partial sums join the float32 accumulator."""
+    for 8-bit floats its PROMOTE_K how often the tensor cores' partial sums join the float32 accumulator.
+    ``activation`` (activation.py's CODES; 0: none) is applied to each output before its rounding."""
     a3, b3, c3 = (t if t.dim() == 3 else t.unsqueeze(0) for t in (a, b, c))
     (batch, m, n), k = c3.shape, a3.shape[-1]
     if a.is_cuda:
@@ -233,7 +237,7 @@ def gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, bias: torch.Tensor |
     epilogue = dict(
         HAS_BIAS=bias is not None, SCALES=0 if scales is None else 2 if scales.rowwise else 1,
         PRECISION="tf32" if a.dtype != torch.float32 or tf32_products(a.dtype, a.device) else "ieee",
-        PROMOTE_K=min(config.get("PROMOTE_K", bk), bk) if a.dtype in FP8 else None)
+        PROMOTE_K=min(config.get("PROMOTE_K", bk), bk) if a.dtype in FP8 else None, ACTIVATION=activation)
     pointers = (bias if bias is not None else c3, *((scales.a, scales.b) if scales is not None else (c3, c3)))
     try:
         if config.get("TMA", 0) and k > 0:

@@ -1,15 +1,20 @@
-"""linear's gradients in raw CUDA: two products on the shared GEMM core (gemm.cuh) — tensor cores for
-fp16/bf16, SIMT float32 — and the bias gradient as deterministic two-pass column sums."""
+"""linear's gradients in raw CUDA: with an activation, dz = grad_out·act'(pre) as one elementwise pass; two
+products on the shared GEMM core (gemm.cuh) — tensor cores for fp16/bf16, SIMT float32 — and the bias gradient
+as deterministic two-pass column sums."""
 
 from __future__ import annotations
 
 import torch
+from kernelzoo_plugins._gemm.activation import CODES
 from kernelzoo_plugins._gemm.cuda import GemmCudaImplementation, aligned, column_sums
 from kernelzoo_plugins._gemm.spec import rows
 
+from kernelzoo.backends.cuda import I64
 from kernelzoo.registry import Call
 
 from . import gradient_shapes
+
+ACTIVATION_THREADS = 256  # per block of the dz pass
 
 
 class LinearBackwardCuda(GemmCudaImplementation):
@@ -18,6 +23,12 @@ class LinearBackwardCuda(GemmCudaImplementation):
     def run(self, call: Call, config: dict) -> tuple[torch.Tensor, ...]:
         g2, x2 = rows(call.inputs["grad_out"]).contiguous(), rows(call.inputs["x"]).contiguous()
         w = call.inputs["weight"].contiguous()
+        activation = call.params.get("activation")
+        if activation is not None and g2.numel():
+            pre, dz = rows(call.inputs["pre"]).contiguous(), torch.empty_like(g2)
+            self.kernel("activation_grad_pass", call.dtype, {**config, "KZ_ACTIVATION": CODES[activation]})(
+                g2, pre, dz, I64(g2.numel()), grid=-(-g2.numel() // ACTIVATION_THREADS), block=ACTIVATION_THREADS)
+            g2 = dz
         outs = tuple(call.empty(shape) for shape in gradient_shapes(call))
         gx, gw = rows(outs[0]), outs[1]
         (m, k), n = x2.shape, w.shape[0]
