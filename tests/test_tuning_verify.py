@@ -306,7 +306,10 @@ class Describing:
     def request(self, plugin: str, device: str, msg: dict, timeout: float) -> dict:
         self.asked.append(dict(msg["params"]))
         spec = registry.op(msg["op"])
-        call = spec.example(tuple(msg["shape"]), getattr(torch, msg["dtype"]), "cpu", **msg["params"])
+        try:
+            call = spec.example(tuple(msg["shape"]), getattr(torch, msg["dtype"]), "cpu", **msg["params"])
+        except TypeError as exc:  # as the worker answers arguments the op does not take
+            return {"ok": False, "error": str(exc)}
         return {"ok": True, "flags": spec.flags(call), "bucket": list(spec.bucket(call))}
 
 
@@ -327,3 +330,14 @@ def test_a_re_time_rebuilds_the_record_s_own_call_or_none():
     assert pool.asked[0] == {}, "the recorded arguments were tried first, and gave another key"
     odd = replace(record, flags="stride=3x3-padding=1x1-dilation=1x1", bucket=(9, 9, 9, 9, 9, 9, 9))
     assert retime._params_for(Describing(), "cpu", odd) is None, "no arguments give that bucket: skipped"
+
+
+def test_a_re_time_rebuilds_keys_whose_flag_words_are_joined_by_commas():
+    spec = registry.op("linear")
+    call = spec.example((64, 32, 48), torch.float32, "cpu", activation="gelu", pre=True)
+    flags = spec.flags(call)
+    assert flags == "gelu,pre"
+    record = Winner(op="linear", plugin="torch", source_hash="f" * 16, device=NVL, dtype="float32",
+                    bucket=tuple(spec.bucket(call)), flags=flags, config={}, time_ms=1.0, spread=0.01,
+                    shape=spec.shape_string(call), params=None)
+    assert retime._params_for(Describing(), "cpu", record) == {"activation": "gelu", "pre": True}

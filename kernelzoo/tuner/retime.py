@@ -15,6 +15,7 @@ only when they are close (:data:`CLEAR`).
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -243,14 +244,17 @@ def _params_for(pool: WorkerPool, device: str, w: Winner) -> Mapping[str, Any] |
     """The call arguments that rebuild ``w``'s key: the first of these whose call has the key's flags and bucket
     (asked of the plugin's worker), or None. The recorded ones first (a record may hold fewer than its call took:
     conv2d's geometry rides in its example shape), then each of the op's variants, alone, with the key's flag words
-    as true keywords (``causal`` -> ``causal=True``), and with the key's ``name=value`` flags as keywords
-    (``stride=2x2`` -> ``stride=[2, 2]``). A re-time is never stored under another key than its record's."""
+    (joined by ``-`` or ``,``) as true keywords (``causal`` -> ``causal=True``), and with the key's ``name=value``
+    flags as keywords (``stride=2x2`` -> ``stride=[2, 2]``). A re-time is never stored under another key than its
+    record's."""
     spec = registry.op(w.op)
     variants = list(getattr(spec, "variants", None) or ({},))
-    words = [f for f in w.flags.split("-") if f.isidentifier()]
+    words = [f for f in re.split("[-,]", w.flags) if f.isidentifier()]
     named = flag_keywords(w.flags)
     candidates = ([dict(w.params)] if w.params is not None else []) + variants
-    candidates += [{**v, **dict.fromkeys(words, True)} for v in variants if words]
+    # a word a variant already stands for (linear's "gelu": activation="gelu") is not a keyword of its own
+    candidates += [{**v, **dict.fromkeys([f for f in words if f not in map(str, v.values())], True)}
+                   for v in variants if words]
     candidates += [{**v, **named} for v in variants if named]
     shape = list(spec.parse_shape(w.shape))
     tried: list[Mapping[str, Any]] = []
