@@ -320,8 +320,8 @@ struct Strided {
     if (m >= M || col.n >= N) return;
     const float row_bias = bias != nullptr && bias_rows ? kz_to_float(bias[m]) : 0.0f;
     T* out = c + (i64)m * N + col.n;
-    v0 = activate(v0 + col.b0 + row_bias);
-    v1 = activate(v1 + col.b1 + row_bias);
+    v0 = activate(v0 + (col.b0 + row_bias));
+    v1 = activate(v1 + (col.b1 + row_bias));
     if (ALIGNED) {  // N is a multiple of VEC: n + 1 < N too, and out is 2-element aligned
       store_pair(out, v0, v1);
     } else {
