@@ -141,8 +141,18 @@ def gemm_tma_kernel(a_desc, b_desc, c_desc, c_ptr, bias_ptr, scale_a_ptr, scale_
             acc = tl.dot(a, b, acc, input_precision=PRECISION, max_num_imprecise_acc=PROMOTE_K)
         rows = off_m + tl.arange(0, BLOCK_M)
         cols = off_n + tl.arange(0, BLOCK_N)
-        acc = _epilogue(acc, scale_a_ptr, scale_b_ptr, bias_ptr, rows, cols, M, N, SCALES, HAS_BIAS, ACTIVATION)
-        if C_TMA:
+        if C_TMA and SUBTILE and ACTIVATION != 0:
+            # the epilogue a half at a time: an activation's temporaries for a whole tile spill (docs/design/gemm.md)
+            left, right = acc.reshape(BLOCK_M, 2, BLOCK_N // 2).permute(0, 2, 1).split()
+            half = off_n + tl.arange(0, BLOCK_N // 2)
+            left = _epilogue(left, scale_a_ptr, scale_b_ptr, bias_ptr, rows, half, M, N, SCALES, HAS_BIAS,
+                             ACTIVATION)
+            _store_tile(c_desc, batch, off_m, off_n, left.to(c_ptr.dtype.element_ty), C_BATCHED)
+            right = _epilogue(right, scale_a_ptr, scale_b_ptr, bias_ptr, rows, half + BLOCK_N // 2, M, N, SCALES,
+                              HAS_BIAS, ACTIVATION)
+            _store_tile(c_desc, batch, off_m, off_n + BLOCK_N // 2, right.to(c_ptr.dtype.element_ty), C_BATCHED)
+        elif C_TMA:
+            acc = _epilogue(acc, scale_a_ptr, scale_b_ptr, bias_ptr, rows, cols, M, N, SCALES, HAS_BIAS, ACTIVATION)
             if SUBTILE:  # two halves, each through half the shared memory
                 left, right = acc.reshape(BLOCK_M, 2, BLOCK_N // 2).permute(0, 2, 1).split()
                 _store_tile(c_desc, batch, off_m, off_n, left.to(c_ptr.dtype.element_ty), C_BATCHED)
@@ -151,6 +161,7 @@ def gemm_tma_kernel(a_desc, b_desc, c_desc, c_ptr, bias_ptr, scale_a_ptr, scale_
             else:
                 _store_tile(c_desc, batch, off_m, off_n, acc.to(c_ptr.dtype.element_ty), C_BATCHED)
         else:  # C's rows are not 16-byte aligned: plain stores
+            acc = _epilogue(acc, scale_a_ptr, scale_b_ptr, bias_ptr, rows, cols, M, N, SCALES, HAS_BIAS, ACTIVATION)
             out = acc.to(c_ptr.dtype.element_ty)
             c_ptrs = (c_ptr + batch.to(tl.int64) * stride_cb + rows.to(tl.int64)[:, None] * stride_cm
                       + cols.to(tl.int64)[None, :] * stride_cn)
