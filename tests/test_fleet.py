@@ -91,6 +91,7 @@ def test_three_workers_tune_one_job_each_task_once(db_url):
     assert len(tasks) == 6 and {t["state"] for t in tasks} == {"done"} and {t["attempts"] for t in tasks} == {1}
     stored = winners(open_store(db_url), op="relu")
     assert len(stored) == 6 and len({(w.plugin, w.bucket) for w in stored}) == 6
+    assert all(w.code_files == registry.impl("relu", w.plugin).code_files for w in stored), "the files measured"
     counts = _trial_counts(db_url)
     assert set(counts.values()) == {1}  # no config measured twice
     per_study = Counter(study.split(" · ")[1] for study, _ in counts)  # 'kernelzoo: relu · openmp · ...'

@@ -226,7 +226,7 @@ def _run_task(store: Store, pool: WorkerPool, task: Task, device: str, fp: Finge
                     params=dict(key.params), fingerprint=fp, source_hash=found["source_hash"],
                     bucket=tuple(found["bucket"]), flags=found["flags"], shape_text=found["shape_text"],
                     config_space=found["config_space"], default_config=found.get("default_config", {}),
-                    seed_configs=tuple(found.get("seed_configs", ())))
+                    seed_configs=tuple(found.get("seed_configs", ())), code_files=dict(found.get("code_files") or {}))
     floor_ms = ceilings.floor_ms(found["flops"], found["bytes"], key.dtype) if ceilings is not None else None
     guard = _Guard(pool, fleet, floor_ms)
     text = f"{label}{key.describe()} {task.plugin}"

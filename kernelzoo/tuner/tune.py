@@ -174,7 +174,7 @@ def _tune_key(store: Store, pool: WorkerPool, op: str, names: list[str], device:
                         default_config=found.get("default_config", {}),
                         seed_configs=tuple(found.get("seed_configs", ())),
                         only_configs=tuple(only[plugin]) if only is not None else None,
-                        code_files=_code_files(op, plugin, found["source_hash"]))
+                        code_files=dict(found.get("code_files") or {}))
         label = f"{op} {dtype} {found['shape_text']} {plugin}"
         result = search(store, pool, target, options, lambda d, t, b, label=label: progress.update(label, d, t, b))
         plugin_reports.append(PluginReport(plugin, result))
@@ -202,12 +202,6 @@ def _tune_key(store: Store, pool: WorkerPool, op: str, names: list[str], device:
         winners = [r.result.winner for r in plugin_reports if r.result is not None and r.result.winner is not None]
         report.winner = pick_winner(winners, torch.device(device).type, op).plugin if winners else None
     return report
-
-
-def _code_files(op: str, plugin: str, source_hash: str) -> dict[str, str]:
-    """The installed implementation's file hashes, where it is the code the worker measured."""
-    impl = registry.load().impls.get(op, {}).get(plugin)
-    return dict(impl.code_files) if impl is not None and impl.source_hash == source_hash else {}
 
 
 def _key_winner(store: Store, report: ShapeReport, fp: Fingerprint) -> str | None:

@@ -75,7 +75,7 @@ def describe(msg: dict[str, Any]) -> dict[str, Any]:
     impl = registry.impl(op.name, msg["plugin"])
     availability = registry.availability(impl)
     reply: dict[str, Any] = {"ok": True, "available": availability.ok, "reason": availability.reason,
-                             "source_hash": impl.source_hash,
+                             "source_hash": impl.source_hash, "code_files": dict(impl.code_files),
                              "config_space": {k: list(v) for k, v in impl.config_space.items()},
                              "default_config": _in_space(impl, impl.default_config),
                              "seed_configs": [_in_space(impl, impl.config(seed)) for seed in impl.tuning_seeds]}
