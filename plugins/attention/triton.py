@@ -12,12 +12,13 @@ accumulation; float32 at float32's accuracy (see precision(): TF32 alone would m
 tolerance 20-fold).
 
 8-bit float (FP8) q, k, v: S = Q·Kᵀ multiplies the 8-bit floats on tensor cores, q_descale·k_descale folded
-into the scale (log2 units) and v_descale into the final normalisation. Hopper's 8-bit products take both
-operands K-major, so V is read through its transpose (B, Hk, D, Nk), copied once per call unless v already
-lies that way (a transposed view of such a tensor). PV_FP8 chooses P·V's precision: 1 rounds P to V's 8-bit
-float and multiplies in FP8 (the fast path: P's 3 or 2 mantissa bits cost far more than the op's tolerance
-allows, docs/design/flash-attention.md); 0 rounds P to float16 and upcasts V (exactly) to float16. Half-float
-and float32 calls take PV_FP8 0 alone (1 is unsupported for them).
+into the scale (log2 units) and v_descale into the final normalisation. PV_FP8 chooses P·V's precision:
+1 rounds P to V's 8-bit float and multiplies in FP8 (the fast path: P's 3 or 2 mantissa bits cost far more than
+the op's tolerance allows, docs/design/flash-attention.md). Hopper's 8-bit products take both operands K-major,
+so V is then read through its transpose (B, Hk, D, Nk), copied once per call unless v already lies that way (a
+transposed view of such a tensor). 0 rounds P to float16 and multiplies it with V converted to float16 once per
+call (exactly: both 8-bit formats are subsets of float16), read as the 16-bit kernels read it. Half-float and
+float32 calls take PV_FP8 0 alone (1 is unsupported for them).
 
 On sm_90 and newer, half-float and FP8 q, k, v (V's transpose) and o move through TMA tensor
 descriptors: the copy engine fills shared memory straight from global memory, zero-filling rows past
@@ -74,8 +75,8 @@ def _forward_blocks(acc, l_i, m_i, q, k_ptrs, v_ptrs, k_desc, v_desc, b, hk, mas
                     EMULATE_ROUNDING: tl.constexpr):
     """Key blocks start..end of one program's rows into (acc, l_i, m_i). MASKED: apply the key
     bound and the causal mask (else every key of these blocks is seen by every row). TMA: K and V
-    come through the descriptors k_desc and v_desc (b, hk: the program's batch and kv head). FP8: v_ptrs
-    and v_desc address V's transpose (its rows are head dims, stride_vn apart)."""
+    come through the descriptors k_desc and v_desc (b, hk: the program's batch and kv head). FP8 and
+    PV_FP8: v_ptrs and v_desc address V's transpose (its rows are head dims, stride_vn apart)."""
     for start_n in range(start, end, BLOCK_N):
         cols = start_n + offs_n
         if TMA:
@@ -107,7 +108,7 @@ def _forward_blocks(acc, l_i, m_i, q, k_ptrs, v_ptrs, k_desc, v_desc, b, hk, mas
             p = tl.exp2(s * qk_scale - m_new[:, None])
         alpha = tl.exp2(m_i - m_new_safe)
         l_i = l_i * alpha + tl.sum(p, 1)
-        if FP8:
+        if FP8 and PV_FP8:
             if TMA:
                 v = v_desc.load([b, hk, 0, start_n]).reshape(BLOCK_D, BLOCK_N).T
             elif MASKED:
@@ -133,8 +134,8 @@ def _forward_blocks(acc, l_i, m_i, q, k_ptrs, v_ptrs, k_desc, v_desc, b, hk, mas
             if EMULATE_ROUNDING:
                 p = _round_float32(p, 3, -6) if v.dtype == tl.float8e4nv else _round_float32(p, 2, -14)
             acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
-        else:
-            acc = tl.dot(p.to(tl.float16), v.to(tl.float16), acc * alpha[:, None])
+        else:  # V in float16 already
+            acc = tl.dot(p.to(tl.float16), v, acc * alpha[:, None])
         m_i = m_new
     return acc, l_i, m_i
 
@@ -165,14 +166,15 @@ def _attention_forward(Q, K, V, MASK, OUT, LSE, Q_DESC, K_DESC, V_DESC, O_DESC,
     q = load_tile(Q_DESC, Q + b * stride_qb + h * stride_qh + offs_m[:, None] * stride_qm + offs_d[None, :], ok,
                   b32, h32, start_m, BLOCK_M, BLOCK_D, TMA)
     k_ptrs = K + b * stride_kb + hk * stride_kh + offs_n[None, :] * stride_kn + offs_d[:, None]  # Kᵀ tile
-    if FP8:  # V's transpose (B, Hk, D, Nk): a (BLOCK_D, BLOCK_N) tile, keys contiguous
+    if FP8 and PV_FP8:  # V's transpose (B, Hk, D, Nk): a (BLOCK_D, BLOCK_N) tile, keys contiguous
         v_ptrs = V + b * stride_vb + hk * stride_vh + offs_d[:, None] * stride_vn + offs_n[None, :]
+    else:
+        v_ptrs = V + b * stride_vb + hk * stride_vh + offs_n[:, None] * stride_vn + offs_d[None, :]
+    if FP8:
         # the dequantization: q's and k's factors scale every score, v's every output
         qk_scale = qk_scale * tl.load(QD + b * stride_qdb + hk * stride_qdh) * tl.load(KD + b * stride_kdb
                                                                                        + hk * stride_kdh)
         v_scale = tl.load(VD + b * stride_vdb + hk * stride_vdh)
-    else:
-        v_ptrs = V + b * stride_vb + hk * stride_vh + offs_n[:, None] * stride_vn + offs_d[None, :]
     mask_ptrs = MASK + b * stride_mb + h * stride_mh + offs_m[:, None] * stride_mm
     m_i = tl.full((BLOCK_M,), float("-inf"), tl.float32)
     l_i = tl.zeros((BLOCK_M,), tl.float32)
@@ -245,9 +247,11 @@ class AttentionTriton(TritonImplementation):
         o, lse = like(call, q, output_dtype(call)), call.empty((batch, heads, n_q), torch.float32)
         mask, mask_strides, mask_bool = mask_args(call)
         block_d = head_block(d)
+        pv_fp8 = fp8 and bool(config.get("PV_FP8"))
         if fp8:
             block_d = max(32, block_d)  # an 8-bit tensor-core product is at least 32 deep
-            v = keys_contiguous(call.inputs["v"])  # (B, Hk, D, Nk)
+            # P·V in FP8 reads V's transpose (B, Hk, D, Nk); in float16, V converted once (exactly)
+            v = keys_contiguous(call.inputs["v"]) if pv_fp8 else v.to(torch.float16).contiguous()
             descales = descale_views(call)
         else:  # None: constexprs the 16-bit kernels are compiled without
             descales = (None, None, None)
@@ -257,10 +261,9 @@ class AttentionTriton(TritonImplementation):
             config = self.config(self.wide_default)
         block_m, block_n = config["BLOCK_M"], config["BLOCK_N"]
         descs = ((descriptor(q, block_m, block_d), descriptor(k, block_n, block_d),
-                  descriptor(v, block_d, block_n) if fp8 else descriptor(v, block_n, block_d),
+                  descriptor(v, block_d, block_n) if pv_fp8 else descriptor(v, block_n, block_d),
                   descriptor(o, block_m, block_d)) if tma else (q, k, v, o))
         grid = (cdiv(n_q, block_m), batch * heads)
-        pv_fp8 = fp8 and bool(config.get("PV_FP8"))
         launch(_attention_forward, grid, q, k, v, mask if mask is not None else q, o, lse, *descs,
                *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3], *mask_strides,
                heads, heads // kv_heads, n_q, n_k, d, call.params["scale"] * LOG2E,
