@@ -4,29 +4,19 @@ interpreter, which runs the plugins on the CPU, never compiles, so a kernel it r
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
+from compile_scan import needs_ptxas
+from compile_scan import scan as run_scan
 
 from kernelzoo.backends.triton import TritonImplementation
 from kernelzoo.registry import dtype_name, registry
 
-triton = pytest.importorskip("triton")
-PTXAS = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
-pytestmark = pytest.mark.skipif(not PTXAS.exists(), reason="Triton's bundled ptxas is missing: it compiles for sm_90")
+pytestmark = needs_ptxas
 
 
 @pytest.fixture(scope="module")
 def scan() -> dict[str, list[str]]:
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    done = subprocess.run([sys.executable, str(Path(__file__).with_name("triton_compile_scan.py")), "plugins"],
-                          capture_output=True, text=True, env=env, timeout=1200)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return run_scan("plugins")
 
 
 def _keys() -> list[str]:
