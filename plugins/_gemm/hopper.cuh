@@ -40,7 +40,8 @@
 // takes no transpose. A k-tile is still one 128-byte line a row (BK 128) and a step 32 bytes of it (k32), so the
 // tiles, descriptors and ring are those above. Hopper's tensor cores add 8-bit float products in less than float32:
 // the wgmma accumulators restart from zero every PROMOTE_K of K (PROMOTE_K / BK k-tiles) and are added into a second
-// set, `total`, in float32 (both count against a consumer thread's 128). The epilogue scales total (SCALE_ROWS 0: by
+// set, `total`, in float32 (both count against a consumer thread's 128); a tile's k-tiles are whole intervals, those
+// past K read as zeros, so that every wait is known at compile time. The epilogue scales total (SCALE_ROWS 0: by
 // scale_a[0]·scale_b[0]; 1: by scale_a[row]·scale_b[col]), adds bias[col] (BIAS 1) and converts to T, the output's
 // type (float32 too, stored from registers).
 #ifndef CONSUMERS
@@ -65,7 +66,10 @@
 typedef unsigned char AB_T;  // the operands' 8-bit floats, as bytes
 #define HOPPER_KERNEL scaled_matmul_wgmma
 #define PROMOTE_TILES (PROMOTE_K / BK)  // k-tiles summed by the tensor cores between additions into total
+// k-tiles a tile takes: whole promotion intervals (the TMA unit reads zeros past K)
+#define K_TILES(K) (((K) + PROMOTE_K - 1) / PROMOTE_K * PROMOTE_TILES)
 #else
+#define K_TILES(K) (((K) + BK - 1) / BK)
 typedef T AB_T;
 #define HOPPER_KERNEL matmul_wgmma
 #endif
@@ -175,7 +179,7 @@ extern "C" __global__ void __launch_bounds__(KERNEL_THREADS, 1)
   T* sc = reinterpret_cast<T*>(sb + STAGES * B_STAGE);
   u64* full = reinterpret_cast<u64*>(sc + TMA_STORE * CONSUMERS * 2 * 64 * 64);           // [STAGES]
   u64* empty = full + STAGES;                                                            // [STAGES]
-  const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN, k_tiles = (K + BK - 1) / BK;
+  const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN, k_tiles = K_TILES(K);
   const int tiles = tiles_m * tiles_n * batch, wg = threadIdx.x / 128;
 
   if (threadIdx.x == 0) {
@@ -253,39 +257,42 @@ extern "C" __global__ void __launch_bounds__(KERNEL_THREADS, 1)
 #endif
       }
 #if SCALED
-    bool held = false;  // whether the stage of k-tile it - 1 is still held (its group may be in flight)
-#endif
+    // PROMOTE_TILES k-tiles (unrolled: every wait below is known at compile time) are summed by the tensor cores,
+    // the first k32 step overwriting acc (scale-d 0); after the last, acc is complete and added into total.
+    for (int kt = 0; kt < k_tiles; kt += PROMOTE_TILES) {
+#pragma unroll
+      for (int p = 0; p < PROMOTE_TILES; ++p, ++it) {
+        const int slot = it % STAGES;
+        mbar_wait(&full[slot], it / STAGES & 1);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+          for (int i = 0; i < MW; ++i)
+            wgmma_ss_f8(acc[i], a_desc + slot * A_UNITS + i * 64 * 128 / 16 + kk * 2,
+                        b_desc + slot * B_UNITS + kk * 2, kk > 0 || p > 0, A_F8{}, B_F8{});
+        wgmma_commit();
+        if (p + 1 < PROMOTE_TILES) {
+          wgmma_wait<1>();  // k-tile it - 1's group has completed: its stage is free
+          if (p > 0) mbar_arrive(&empty[(it - 1) % STAGES]);
+        } else {
+          wgmma_wait<0>();
+#pragma unroll
+          for (int i = 0; i < MW; ++i) fence_operands(acc[i]);
+          if (p > 0) mbar_arrive(&empty[(it - 1) % STAGES]);
+          mbar_arrive(&empty[slot]);
+#pragma unroll
+          for (int i = 0; i < MW; ++i)
+#pragma unroll
+            for (int e = 0; e < NACC; ++e) total[i][e] += acc[i][e];
+        }
+      }
+    }
+#else
     for (int kt = 0; kt < k_tiles; ++kt, ++it) {
       const int slot = it % STAGES;
       mbar_wait(&full[slot], it / STAGES & 1);
       wgmma_fence();
-#if SCALED
-      // The first k32 step after a promotion overwrites acc (scale-d 0); the others add to it.
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk)
-#pragma unroll
-        for (int i = 0; i < MW; ++i)
-          wgmma_ss_f8(acc[i], a_desc + slot * A_UNITS + i * 64 * 128 / 16 + kk * 2, b_desc + slot * B_UNITS + kk * 2,
-                      kk > 0 || kt % PROMOTE_TILES != 0, A_F8{}, B_F8{});
-      wgmma_commit();
-      if ((kt + 1) % PROMOTE_TILES == 0 || kt + 1 == k_tiles) {  // promote: acc complete, then into total
-        wgmma_wait<0>();
-#pragma unroll
-        for (int i = 0; i < MW; ++i) fence_operands(acc[i]);
-        if (held) mbar_arrive(&empty[(it - 1) % STAGES]);
-        mbar_arrive(&empty[slot]);
-        held = false;
-#pragma unroll
-        for (int i = 0; i < MW; ++i)
-#pragma unroll
-          for (int e = 0; e < NACC; ++e) total[i][e] += acc[i][e];
-      } else {
-        wgmma_wait<1>();  // k-tile it - 1's group has completed: its stage is free
-        if (held) mbar_arrive(&empty[(it - 1) % STAGES]);
-        held = true;
-      }
-    }
-#else
 #pragma unroll
       for (int kk = 0; kk < BK / 16; ++kk)
 #pragma unroll
