@@ -4,7 +4,7 @@
 // read as they lie through 3-d tensor maps (innermost dim, outer dim, batch; a batch of one is read at batch 0 by
 // every z) whose strides the TMA unit needs in multiples of 16 bytes. C is M×N row-major, contiguous per batch.
 // Defines: BM×BN the block tile, BK 64, STAGES, CONSUMERS (1 or 2 warpgroups), TMA_STORE, A_COL_MAJOR,
-// B_COL_MAJOR.
+// B_COL_MAJOR; with SCALED 1, BK 128, A_F8, B_F8, PROMOTE_K, SCALE_ROWS, BIAS.
 //
 // A persistent grid: each block walks output tiles blockIdx.x, +gridDim.x, ... of the batch's tiles in grouped
 // order (GROUP_M tile rows sweep the columns, so that the blocks in flight share A rows and B columns in L2).
