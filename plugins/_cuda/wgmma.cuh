@@ -1,7 +1,8 @@
 // Hopper's warpgroup MMA (wgmma, sm_90a) for the flash-attention kernels and the GEMM: the cp.async loads into
 // 128-byte-swizzled tiles and their shared-memory matrix descriptors, the fences, and D (+)= A·B on one m64nNk16
 // step for N = 32, 64, 128, 256 with float32 accumulators, A from shared memory (ss) or from registers (rs), B
-// from shared memory, and the products the attention kernels chain from those steps.
+// from shared memory, the 8-bit float m64nNk32 step (ss), and the products the attention kernels chain from those
+// steps.
 //
 // A warpgroup (4 consecutive warps, 128 threads) issues each wgmma together; warp w of it owns rows 16w .. 16w+15
 // of the m64 tile, and its fragments are those of mma.sync m16n8k16 (tensor_core.cuh): the accumulators of n8
@@ -98,6 +99,28 @@ KZ_WGMMA(128, 64, "bf16", kz_bf16, "64", "65", "66", "67", "68", "69")
 KZ_WGMMA(256, 128, "f16", kz_half, "128", "129", "130", "131", "132", "133")
 KZ_WGMMA(256, 128, "bf16", kz_bf16, "128", "129", "130", "131", "132", "133")
 #undef KZ_WGMMA
+
+// 8-bit floats (scaled_matmul): tag types of e4m3 and e5m2 elements, and d (+)= A·B on one m64nNk32 step, A and B
+// K-major by descriptor (the 8-bit float wgmma has no transpose), of either kind each; accumulate 0 overwrites d.
+struct kz_e4m3 { unsigned char x; };
+struct kz_e5m2 { unsigned char x; };
+#define KZ_WGMMA_F8(N, H, TA, TB, TAG_A, TAG_B, O0, O1, O2)                                                      \
+  __device__ __forceinline__ void wgmma_ss_f8(float (&d)[H], u64 a, u64 b, int accumulate, TAG_A, TAG_B) {     \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" O2 ", 0;\n"                                               \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k32.f32." TA "." TB " " KZ_REGS##H ", %" O0 ", %" O1   \
+                 ", p, 1, 1;\n}\n"                                                                             \
+                 : KZ_ACC##H(d) : "l"(a), "l"(b), "r"(accumulate));                                             \
+  }
+#define KZ_WGMMA_F8_TYPES(N, H, O0, O1, O2)                              \
+  KZ_WGMMA_F8(N, H, "e4m3", "e4m3", kz_e4m3, kz_e4m3, O0, O1, O2)       \
+  KZ_WGMMA_F8(N, H, "e4m3", "e5m2", kz_e4m3, kz_e5m2, O0, O1, O2)       \
+  KZ_WGMMA_F8(N, H, "e5m2", "e4m3", kz_e5m2, kz_e4m3, O0, O1, O2)       \
+  KZ_WGMMA_F8(N, H, "e5m2", "e5m2", kz_e5m2, kz_e5m2, O0, O1, O2)
+KZ_WGMMA_F8_TYPES(64, 32, "32", "33", "34")
+KZ_WGMMA_F8_TYPES(128, 64, "64", "65", "66")
+KZ_WGMMA_F8_TYPES(256, 128, "128", "129", "130")
+#undef KZ_WGMMA_F8_TYPES
+#undef KZ_WGMMA_F8
 
 // acc (=) A·Bᵀ over the head dim: HEAD_DIM/16 ss steps, A and B K-major swizzled tiles by descriptor whose
 // 64-column blocks are a_block and b_block 16-byte units apart; step kk reads 32 bytes along the lines of block

@@ -1,9 +1,10 @@
-// The Hopper GEMM (sm_90a): C[z] = A[z]·B[z] for fp16 / bf16 on warpgroup MMAs, operands brought by the TMA unit.
+// The Hopper GEMM (sm_90a): C[z] = A[z]·B[z] for fp16 / bf16 on warpgroup MMAs, operands brought by the TMA unit;
+// with SCALED 1, scaled_matmul's 8-bit float GEMM on the same pipeline (below).
 // A is M×K and B is K×N, each row-major or, with A_COL_MAJOR / B_COL_MAJOR, column-major (a transposed view),
 // read as they lie through 3-d tensor maps (innermost dim, outer dim, batch; a batch of one is read at batch 0 by
 // every z) whose strides the TMA unit needs in multiples of 16 bytes. C is M×N row-major, contiguous per batch.
 // Defines: BM×BN the block tile, BK 64, STAGES, CONSUMERS (1 or 2 warpgroups), TMA_STORE, A_COL_MAJOR,
-// B_COL_MAJOR.
+// B_COL_MAJOR; with SCALED 1, BK 128, A_F8, B_F8, PROMOTE_K, SCALE_ROWS, BIAS.
 //
 // A persistent grid: each block walks output tiles blockIdx.x, +gridDim.x, ... of the batch's tiles in grouped
 // order (GROUP_M tile rows sweep the columns, so that the blocks in flight share A rows and B columns in L2).
@@ -33,6 +34,16 @@
 // 64×64 block of a consumer's rows goes through a 128-byte-swizzled staging tile in shared memory (two a
 // consumer, taken in turn) and reaches C by one TMA store (whole 128-byte lines; the TMA unit leaves out what lies
 // past M and N); the consumers go on to the next tile while the stores drain.
+//
+// SCALED 1 (scaled_matmul): A and B are 8-bit floats (AB_T: one byte; A_F8 and B_F8 the types, kz_e4m3 or kz_e5m2),
+// both K-major: A row-major and B column-major (read through Bᵀ's map, B_COL_MAJOR 1), as the 8-bit float wgmma
+// takes no transpose. A k-tile is still one 128-byte line a row (BK 128) and a step 32 bytes of it (k32), so the
+// tiles, descriptors and ring are those above. Hopper's tensor cores add 8-bit float products in less than float32:
+// the wgmma accumulators restart from zero every PROMOTE_K of K (PROMOTE_K / BK k-tiles) and are added into a second
+// set, `total`, in float32 (both count against a consumer thread's 128); a tile's k-tiles are whole intervals, those
+// past K read as zeros, so that every wait is known at compile time. The epilogue scales total (SCALE_ROWS 0: by
+// scale_a[0]·scale_b[0]; 1: by scale_a[row]·scale_b[col]), adds bias[col] (BIAS 1) and converts to T, the output's
+// type (float32 too, stored from registers).
 #ifndef CONSUMERS
 #define CONSUMERS 2
 #endif
@@ -48,6 +59,20 @@
 #ifndef B_COL_MAJOR
 #define B_COL_MAJOR 0
 #endif
+#ifndef SCALED
+#define SCALED 0
+#endif
+#if SCALED
+typedef unsigned char AB_T;  // the operands' 8-bit floats, as bytes
+#define HOPPER_KERNEL scaled_matmul_wgmma
+#define PROMOTE_TILES (PROMOTE_K / BK)  // k-tiles summed by the tensor cores between additions into total
+// k-tiles a tile takes: whole promotion intervals (the TMA unit reads zeros past K)
+#define K_TILES(K) (((K) + PROMOTE_K - 1) / PROMOTE_K * PROMOTE_TILES)
+#else
+#define K_TILES(K) (((K) + BK - 1) / BK)
+typedef T AB_T;
+#define HOPPER_KERNEL matmul_wgmma
+#endif
 #define WG_ROWS (BM / CONSUMERS)  // rows of the tile a consumer warpgroup owns
 #define MW (WG_ROWS / 64)         // its m64 blocks
 #define NACC (BN / 2)             // accumulators a thread holds per m64 block
@@ -61,11 +86,16 @@
 #define CONSUMER_REGISTERS 232
 #define PRODUCER_REGISTERS 40
 
-static_assert(BK == 64, "a k-tile is one 128-byte line of 16-bit elements a row (the 128-byte swizzle)");
+static_assert(BK * sizeof(AB_T) == 128, "a k-tile is one 128-byte line a row (the 128-byte swizzle)");
 static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
 static_assert(WG_ROWS % 64 == 0 && BM <= 256, "a consumer owns whole m64 blocks; a TMA box is up to 256 rows");
 static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma's N: 64, 128 or 256");
-static_assert(MW * NACC <= 128, "a consumer thread holds up to 128 accumulators");
+static_assert(MW * NACC * (SCALED ? 2 : 1) <= 128, "a consumer thread holds up to 128 accumulators");
+#if SCALED
+static_assert(!A_COL_MAJOR && B_COL_MAJOR, "8-bit float wgmma reads both operands K-major");
+static_assert(PROMOTE_K % BK == 0 && PROMOTE_K > 0, "sums are promoted after whole k-tiles");
+static_assert(!TMA_STORE || sizeof(T) == 2, "a staging tile's 128-byte line is 64 outputs of 16 bits");
+#endif
 
 typedef long long i64;
 
@@ -82,39 +112,74 @@ __device__ __forceinline__ void hopper_tile(int t, int tiles_m, int tiles_n, int
   n0 = pid % per_group / group_m * BN;
 }
 
-// C(row, col) and C(row, col + 1) of this batch's C, where they exist (col is even): one 4-byte store where N is
-// even (both exist or neither, and the pair is 4-byte aligned), else one store each.
+// Two adjacent outputs at p, aligned to the pair: one 4-byte store of 16-bit elements, one 8-byte one of floats.
+template <class U>
+__device__ __forceinline__ void hopper_pair(U* p, float v0, float v1) {
+  *reinterpret_cast<unsigned*>(p) = pack_pair(v0, v1, U{});
+}
+__device__ __forceinline__ void hopper_pair(float* p, float v0, float v1) {
+  *reinterpret_cast<float2*>(p) = make_float2(v0, v1);
+}
+
+// C(row, col) and C(row, col + 1) of this batch's C, where they exist (col is even): one store of the pair where N
+// is even (both exist or neither, and the pair is aligned), else one store each.
 __device__ __forceinline__ void hopper_store(T* c, int M, int N, int row, int col, float v0, float v1) {
   if (row >= M || col >= N) return;
   T* p = c + (i64)row * N + col;
   if (N % 2 == 0) {
-    *reinterpret_cast<unsigned*>(p) = pack_pair(v0, v1, T{});
+    hopper_pair(p, v0, v1);
   } else {
     p[0] = kz_from_float<T>(v0);
     if (col + 1 < N) p[1] = kz_from_float<T>(v1);
   }
 }
 
-// The kernel of the file's header. a_map, b_map: tensor maps of A (Ba, M, K) with boxes (64, BM, 1) (column-major:
-// of Aᵀ (Ba, K, M), boxes (64, 64, 1)) and of B (Bb, K, N) with boxes (64, 64, 1) (column-major: Bᵀ (Bb, N, K),
-// boxes (64, BN, 1)), 128-byte swizzled; a_batched / b_batched: whether A / B step with z (else batch 0 serves
-// every z); c_map (TMA_STORE 1): C (batch, M, N) with boxes (64, 64, 1), 128-byte swizzled. Grid: up to one block
-// per SM, any number; block KERNEL_THREADS.
-extern "C" __global__ void __launch_bounds__(KERNEL_THREADS, 1)
-    matmul_wgmma(const __grid_constant__ TensorMap a_map, const __grid_constant__ TensorMap b_map, T* __restrict__ c,
-                 int M, int N, int K, int batch, int a_batched, int b_batched
-#if TMA_STORE
-                 , const __grid_constant__ TensorMap c_map
+#if SCALED
+// The scaled output of total's v0, v1 at (row, col), (row, col + 1): times the scales (one each, or scale_a[row] and
+// scale_b[col], [col + 1]; those past M and N are not read), plus bias[col], [col + 1] (BIAS 1).
+__device__ __forceinline__ void scaled_pair(float& v0, float& v1, int row, int col, int M, int N,
+                                            const float* __restrict__ scale_a, const float* __restrict__ scale_b,
+                                            const T* __restrict__ bias) {
+#if SCALE_ROWS
+  const float sa = row < M ? scale_a[row] : 0.0f;
+  v0 *= sa * (col < N ? scale_b[col] : 0.0f);
+  v1 *= sa * (col + 1 < N ? scale_b[col + 1] : 0.0f);
+#else
+  const float s = scale_a[0] * scale_b[0];
+  v0 *= s;
+  v1 *= s;
 #endif
-                 ) {
+#if BIAS
+  if (col < N) v0 += kz_to_float(bias[col]);
+  if (col + 1 < N) v1 += kz_to_float(bias[col + 1]);
+#endif
+}
+#endif
+
+// The kernel of the file's header. a_map, b_map: tensor maps of A (Ba, M, K) with boxes (BK, BM, 1) (column-major:
+// of Aᵀ (Ba, K, M), boxes (64, 64, 1)) and of B (Bb, K, N) with boxes (64, 64, 1) (column-major: Bᵀ (Bb, N, K),
+// boxes (BK, BN, 1)), 128-byte swizzled; a_batched / b_batched: whether A / B step with z (else batch 0 serves
+// every z); c_map (TMA_STORE 1): C (batch, M, N) with boxes (64, 64, 1), 128-byte swizzled; SCALED 1: scale_a,
+// scale_b (one float each, or M and N) and bias (N of T; unread where BIAS is 0). Grid: up to one block per SM,
+// any number; block KERNEL_THREADS.
+extern "C" __global__ void __launch_bounds__(KERNEL_THREADS, 1)
+    HOPPER_KERNEL(const __grid_constant__ TensorMap a_map, const __grid_constant__ TensorMap b_map,
+                  T* __restrict__ c, int M, int N, int K, int batch, int a_batched, int b_batched
+#if TMA_STORE
+                  , const __grid_constant__ TensorMap c_map
+#endif
+#if SCALED
+                  , const float* __restrict__ scale_a, const float* __restrict__ scale_b, const T* __restrict__ bias
+#endif
+                  ) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   // STAGES A tiles, STAGES B tiles (each laid out as above), the staging tiles [CONSUMERS][2][64][64], mbarriers
-  T* sa = reinterpret_cast<T*>(smem_raw + (1024 - smem_addr(smem_raw) % 1024) % 1024);
-  T* sb = sa + STAGES * A_STAGE;
-  T* sc = sb + STAGES * B_STAGE;
+  AB_T* sa = reinterpret_cast<AB_T*>(smem_raw + (1024 - smem_addr(smem_raw) % 1024) % 1024);
+  AB_T* sb = sa + STAGES * A_STAGE;
+  T* sc = reinterpret_cast<T*>(sb + STAGES * B_STAGE);
   u64* full = reinterpret_cast<u64*>(sc + TMA_STORE * CONSUMERS * 2 * 64 * 64);           // [STAGES]
   u64* empty = full + STAGES;                                                            // [STAGES]
-  const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN, k_tiles = (K + BK - 1) / BK;
+  const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN, k_tiles = K_TILES(K);
   const int tiles = tiles_m * tiles_n * batch, wg = threadIdx.x / 128;
 
   if (threadIdx.x == 0) {
@@ -137,7 +202,7 @@ extern "C" __global__ void __launch_bounds__(KERNEL_THREADS, 1)
         for (int kt = 0; kt < k_tiles; ++kt, ++it) {
           const int slot = it % STAGES;
           if (it >= STAGES) mbar_wait(&empty[slot], (it / STAGES - 1) & 1);  // fill it - STAGES consumed
-          mbar_arrive_expect(&full[slot], (A_STAGE + B_STAGE) * (unsigned)sizeof(T));
+          mbar_arrive_expect(&full[slot], (A_STAGE + B_STAGE) * (unsigned)sizeof(AB_T));
 #if A_COL_MAJOR
 #pragma unroll
           for (int mb = 0; mb < BM / 64; ++mb)
@@ -163,12 +228,15 @@ extern "C" __global__ void __launch_bounds__(KERNEL_THREADS, 1)
 
   // Descriptors of stage 0: this warpgroup's A rows and B (an MN-major operand's 64-wide blocks 64 lines apart).
   // Stages, m64 blocks and k16 steps move only the start address (16-byte units).
-  const u64 a_desc = sw128_desc(sa + wg * WG_ROWS * 64, A_COL_MAJOR ? BK * 128 : 16);
+  const u64 a_desc = sw128_desc(sa + wg * WG_ROWS * BK, A_COL_MAJOR ? BK * 128 : 16);
   const u64 b_desc = sw128_desc(sb, B_COL_MAJOR ? 16 : BK * 128);
-  constexpr int A_UNITS = A_STAGE * 2 / 16, B_UNITS = B_STAGE * 2 / 16;
+  constexpr int A_UNITS = A_STAGE * sizeof(AB_T) / 16, B_UNITS = B_STAGE * sizeof(AB_T) / 16;
   const int warp = threadIdx.x % 128 / 32, lane = threadIdx.x % 32;
 
   float acc[MW][NACC];
+#if SCALED
+  float total[MW][NACC];  // the sums in float32, promoted from acc
+#endif
   int it = 0;  // k-tiles consumed, over this block's tiles (as the producer counts them)
 #if TMA_STORE
   T* staging = sc + wg * 2 * 64 * 64;  // this consumer's two staging tiles
@@ -181,7 +249,46 @@ extern "C" __global__ void __launch_bounds__(KERNEL_THREADS, 1)
 #pragma unroll
     for (int i = 0; i < MW; ++i)
 #pragma unroll
-      for (int e = 0; e < NACC; ++e) acc[i][e] = 0.0f;
+      for (int e = 0; e < NACC; ++e) {
+#if SCALED
+        total[i][e] = 0.0f;
+#else
+        acc[i][e] = 0.0f;
+#endif
+      }
+#if SCALED
+    // PROMOTE_TILES k-tiles (unrolled: every wait below is known at compile time) are summed by the tensor cores,
+    // the first k32 step overwriting acc (scale-d 0); after the last, acc is complete and added into total.
+    for (int kt = 0; kt < k_tiles; kt += PROMOTE_TILES) {
+#pragma unroll
+      for (int p = 0; p < PROMOTE_TILES; ++p, ++it) {
+        const int slot = it % STAGES;
+        mbar_wait(&full[slot], it / STAGES & 1);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+          for (int i = 0; i < MW; ++i)
+            wgmma_ss_f8(acc[i], a_desc + slot * A_UNITS + i * 64 * 128 / 16 + kk * 2,
+                        b_desc + slot * B_UNITS + kk * 2, kk > 0 || p > 0, A_F8{}, B_F8{});
+        wgmma_commit();
+        if (p + 1 < PROMOTE_TILES) {
+          wgmma_wait<1>();  // k-tile it - 1's group has completed: its stage is free
+          if (p > 0) mbar_arrive(&empty[(it - 1) % STAGES]);
+        } else {
+          wgmma_wait<0>();
+#pragma unroll
+          for (int i = 0; i < MW; ++i) fence_operands(acc[i]);
+          if (p > 0) mbar_arrive(&empty[(it - 1) % STAGES]);
+          mbar_arrive(&empty[slot]);
+#pragma unroll
+          for (int i = 0; i < MW; ++i)
+#pragma unroll
+            for (int e = 0; e < NACC; ++e) total[i][e] += acc[i][e];
+        }
+      }
+    }
+#else
     for (int kt = 0; kt < k_tiles; ++kt, ++it) {
       const int slot = it % STAGES;
       mbar_wait(&full[slot], it / STAGES & 1);
@@ -200,6 +307,7 @@ extern "C" __global__ void __launch_bounds__(KERNEL_THREADS, 1)
 #pragma unroll
     for (int i = 0; i < MW; ++i) fence_operands(acc[i]);
     if (k_tiles > 0) mbar_arrive(&empty[(it - 1) % STAGES]);
+#endif
 
 #if TMA_STORE
     // Row r of a staging tile is one 128-byte line, its 16-byte chunk q stored at q ^ (r % 8): a thread's n8 tile j
@@ -214,7 +322,15 @@ extern "C" __global__ void __launch_bounds__(KERNEL_THREADS, 1)
         named_barrier(1 + wg, 128);
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
+#if SCALED
+          float d[4] = {total[i][4 * (cb * 8 + j)], total[i][4 * (cb * 8 + j) + 1], total[i][4 * (cb * 8 + j) + 2],
+                        total[i][4 * (cb * 8 + j) + 3]};
+          const int row = m0 + wg * WG_ROWS + i * 64 + r, col = n0 + cb * 64 + j * 8 + lane % 4 * 2;
+          scaled_pair(d[0], d[1], row, col, M, N, scale_a, scale_b, bias);
+          scaled_pair(d[2], d[3], row + 8, col, M, N, scale_a, scale_b, bias);
+#else
           const float* d = acc[i] + 4 * (cb * 8 + j);
+#endif
           T* at = tile + r * 64 + (j ^ lane / 4) * 8 + lane % 4 * 2;
           *reinterpret_cast<unsigned*>(at) = pack_pair(d[0], d[1], T{});
           *reinterpret_cast<unsigned*>(at + 8 * 64) = pack_pair(d[2], d[3], T{});
@@ -233,8 +349,15 @@ extern "C" __global__ void __launch_bounds__(KERNEL_THREADS, 1)
     for (int i = 0; i < MW; ++i)
 #pragma unroll
       for (int j = 0; j < BN / 8; ++j) {
-        hopper_store(cz, M, N, row + i * 64, col + j * 8, acc[i][4 * j], acc[i][4 * j + 1]);
-        hopper_store(cz, M, N, row + i * 64 + 8, col + j * 8, acc[i][4 * j + 2], acc[i][4 * j + 3]);
+#if SCALED
+        float d[4] = {total[i][4 * j], total[i][4 * j + 1], total[i][4 * j + 2], total[i][4 * j + 3]};
+        scaled_pair(d[0], d[1], row + i * 64, col + j * 8, M, N, scale_a, scale_b, bias);
+        scaled_pair(d[2], d[3], row + i * 64 + 8, col + j * 8, M, N, scale_a, scale_b, bias);
+#else
+        const float* d = acc[i] + 4 * j;
+#endif
+        hopper_store(cz, M, N, row + i * 64, col + j * 8, d[0], d[1]);
+        hopper_store(cz, M, N, row + i * 64 + 8, col + j * 8, d[2], d[3]);
       }
 #endif
   }

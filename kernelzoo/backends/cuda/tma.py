@@ -25,7 +25,8 @@ class TensorMap:
         self.raw = raw
 
 
-_TMA_DTYPES = {torch.float16: 6, torch.float32: 7, torch.bfloat16: 9}  # CU_TENSOR_MAP_DATA_TYPE_*
+_TMA_DTYPES = {torch.float16: 6, torch.float32: 7, torch.bfloat16: 9,  # CU_TENSOR_MAP_DATA_TYPE_*
+               torch.uint8: 0, torch.float8_e4m3fn: 0, torch.float8_e5m2: 0}  # bytes: UINT8
 _TMA_SWIZZLES = {0: 0, 32: 1, 64: 2, 128: 3}  # bytes -> CU_TENSOR_MAP_SWIZZLE_*
 
 

@@ -1,0 +1,144 @@
+"""scaled_matmul in raw CUDA on Hopper (sm_90, compiled for sm_90a): matmul's warp-specialized GEMM
+(../_gemm/hopper.cuh, SCALED 1) on 8-bit float operands, with the scales, bias and output conversion in its epilogue.
+
+A producer warpgroup brings 128-deep k-tiles of a (M×K, row-major) and of b through bᵀ (N×K, row-major: b
+column-major as torch._scaled_mm takes it) by TMA into a ring of 128-byte-swizzled stages; one or two consumer
+warpgroups run m64nNk32 8-bit float wgmma on them, e4m3 or e5m2 each. Hopper's tensor cores add those products in
+less than float32, so every PROMOTE_K of K the kernel adds the wgmma sums into float32 ones and restarts them from
+zero (as cuBLAS does by default): two sets of sums, which is why a consumer thread holds at most 64 of each.
+An operand whose rows are not 16-byte aligned (K not a multiple of 16, a strided view, b row-major) is copied first
+to K-major rows padded to 16 bytes; the TMA unit reads zeros past K, so any K is taken.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from kernelzoo.backends.cuda import CudaImplementation, Kernel, tensor_map, tensor_map_launch
+from kernelzoo.backends.cuda.compiler import dtype_define
+from kernelzoo.errors import UnsupportedError
+from kernelzoo.registry import FP8, Call, dtype_name, parse_dtype
+
+from . import capability, out_dtype, rowwise
+
+BK = 128  # a k-tile: one 128-byte swizzled line of 8-bit floats a row
+SUMS = 128  # registers of sums a consumer thread holds: the wgmma accumulators and the float32 totals together
+DEFAULT_SHARED_OPTIN = 227 * 1024  # H100, H200; the device's own figure is used where torch reports it
+SM_SHARED = 228 * 1024
+SM_REGISTERS = 65536
+BLOCK_RESERVED_SHARED = 1024  # shared memory the system keeps per block from sm_80 on
+F8_TYPES = {torch.float8_e4m3fn: "kz_e4m3", torch.float8_e5m2: "kz_e5m2"}
+
+
+def k_major(t: torch.Tensor) -> torch.Tensor:
+    """``t`` (rows × K, 8-bit floats) as the TMA unit can read it: itself where its rows are contiguous, 16-byte
+    aligned and 16 bytes apart, else a copy whose rows are K elements of a 16-byte padded line."""
+    rows, k = t.shape
+    if t.stride(1) == 1 and (t.stride(0) % 16 == 0 or rows == 1) and t.data_ptr() % 16 == 0:
+        return t
+    padded = t.new_empty((rows, -(-k // 16) * 16))
+    padded[:, :k].copy_(t)
+    return padded[:, :k]
+
+
+class ScaledMatmulCuda(CudaImplementation):
+    op = "scaled_matmul"
+    dtypes = {"cuda": FP8}  # a's dtype; the output's is out_dtype
+    # Block tile BM×BN over CONSUMERS warpgroups of BM/CONSUMERS rows (whole m64 blocks), STAGES k-tiles in flight,
+    # sums promoted every PROMOTE_K of K; TMA_STORE 1 stores 16-bit outputs through shared memory by TMA (N a
+    # multiple of 8). Threads 128·(CONSUMERS + 1); shared memory 1024 + STAGES·(BM + BN)·128 +
+    # TMA_STORE·CONSUMERS·16384 + 16·STAGES bytes. A config with more sums than a thread holds is rejected.
+    config_space = {"BM": [64, 128, 256], "BN": [64, 128, 256], "STAGES": [3, 4, 5, 6], "CONSUMERS": [1, 2],
+                    "TMA_STORE": [0, 1], "PROMOTE_K": [128, 256]}
+    # 128×128 over two consumers (64 sums of each set a thread), six 32 KiB stages; promoted once a k-tile
+    default_config = {"BM": 128, "BN": 128, "STAGES": 6, "CONSUMERS": 2, "TMA_STORE": 0, "PROMOTE_K": 128}
+    # other tiles a thread's 128 registers of sums allow, the TMA store, and half as many promotions
+    tuning_seeds = ({"TMA_STORE": 1}, {"BM": 256, "BN": 64, "STAGES": 5}, {"BM": 128, "BN": 64, "CONSUMERS": 1},
+                    {"BM": 64, "BN": 128, "CONSUMERS": 1}, {"PROMOTE_K": 256})
+
+    def defines(self, dtype: torch.dtype, config: Mapping[str, Any]) -> dict[str, int | float | str]:
+        """T is the output's type (config's "out", bfloat16 unless given), A_F8 a's 8-bit float (``dtype``), B_F8
+        b's (config's "b", else a's)."""
+        b = parse_dtype(config["b"]) if "b" in config else dtype
+        return {**{k: v for k, v in config.items() if k.isupper()},
+                "T": dtype_define(parse_dtype(config.get("out", "bfloat16"))), "A_F8": F8_TYPES[dtype],
+                "B_F8": F8_TYPES[b]}
+
+    def target(self, config: Mapping[str, Any], arch: str) -> str:
+        """sm_90a, whatever the device: the kernel is wgmma's (an sm_90a feature)."""
+        return "sm_90a"
+
+    def supports(self, call: Call) -> str | None:
+        why = super().supports(call)
+        if why is None and call.device.type == "cuda":
+            if capability(call.device.index) != (9, 0):
+                return "the Hopper kernel (wgmma fed by TMA) runs on sm_90 GPUs only"
+            ok, reason = tensor_map_launch()
+            if not ok:
+                return f"the Hopper kernel takes tensor maps, and {reason}"
+        return why
+
+    @staticmethod
+    def kernel_shape(config: Mapping[str, Any], out: torch.dtype = torch.bfloat16) -> tuple[int, int]:
+        """(threads per block, dynamic shared-memory bytes) of ``config`` for an ``out`` output; UnsupportedError
+        where the kernel cannot take it: a consumer's rows not whole m64 blocks, more sums than a thread holds,
+        TMA_STORE with float32 outputs."""
+        bm, bn, consumers = config["BM"], config["BN"], config["CONSUMERS"]
+        rows = bm // consumers
+        if rows % 64 or bm % consumers:
+            raise UnsupportedError(f"scaled_matmul/cuda: {config} gives each of {consumers} consumer warpgroups "
+                                   f"{bm / consumers:g} rows; a warpgroup takes whole m64 blocks")
+        accumulators = rows // 64 * bn // 2
+        if 2 * accumulators > SUMS:
+            raise UnsupportedError(f"scaled_matmul/cuda: {config} gives a consumer thread {accumulators} wgmma "
+                                   f"accumulators and as many float32 sums they are promoted into, "
+                                   f"{2 * accumulators} registers; {SUMS} fit")
+        if config["TMA_STORE"] and out.itemsize != 2:
+            raise UnsupportedError(f"scaled_matmul/cuda: TMA_STORE stores 16-bit outputs (a 128-byte line of 64), "
+                                   f"not {dtype_name(out)}: {config}")
+        staging = config["TMA_STORE"] * consumers * 2 * 64 * 64 * 2  # two 64×64 tiles a consumer
+        return 128 * (consumers + 1), 1024 + config["STAGES"] * (bm + bn) * BK + staging + 16 * config["STAGES"]
+
+    def run(self, call: Call, config: dict) -> torch.Tensor:
+        a, b, bias = call.inputs["a"], call.inputs["b"], call.inputs.get("bias")
+        out_type = out_dtype(call)
+        threads, shared = self.kernel_shape(config, out_type)
+        (m, k), n = a.shape, b.shape[1]
+        out = call.empty((m, n), out_type)
+        if out.numel() == 0:
+            return out
+        if k == 0:  # a tensor map has no empty dims; the sums are zero
+            return out.copy_(bias.expand(m, n)) if bias is not None else out.zero_()
+        if config["TMA_STORE"] and n % 8:
+            raise UnsupportedError(f"scaled_matmul/cuda: TMA_STORE writes the output's rows by TMA, which needs them "
+                                   f"16-byte aligned: N = {n} is not a multiple of 8")
+        props = torch.cuda.get_device_properties(call.device)
+        limit = getattr(props, "shared_memory_per_block_optin", DEFAULT_SHARED_OPTIN)
+        if shared > limit:
+            raise UnsupportedError(f"scaled_matmul/cuda: {config} needs {shared} bytes of shared memory; a block has "
+                                   f"{limit}")
+        specialization = {**config, "out": dtype_name(out_type), "b": dtype_name(b.dtype),
+                          "SCALE_ROWS": int(rowwise(call)), "BIAS": int(bias is not None)}
+        kernel = self.kernel("scaled_matmul_wgmma", call.dtype, specialization)
+        a_map = tensor_map(k_major(a).unsqueeze(0), (BK, config["BM"], 1))
+        b_map = tensor_map(k_major(b.t()).unsqueeze(0), (BK, config["BN"], 1))
+        c_map = (tensor_map(out.view(1, m, n), (64, 64, 1)),) if config["TMA_STORE"] else ()
+        scale_a = call.inputs["scale_a"].reshape(-1).contiguous()
+        scale_b = call.inputs["scale_b"].reshape(-1).contiguous()
+        tiles = -(-m // config["BM"]) * -(-n // config["BN"])
+        blocks = props.multi_processor_count * self.resident_blocks(kernel, threads, shared, props)
+        kernel(a_map, b_map, out, m, n, k, 1, 0, 0, *c_map, scale_a, scale_b, bias, grid=min(tiles, blocks),
+               block=threads, shared_mem=shared)
+        return out
+
+    def resident_blocks(self, kernel: Kernel, threads: int, shared: int, props: Any) -> int:
+        """How many blocks of the persistent ``kernel`` an SM holds at once, by shared memory and registers (asked
+        once per kernel, allocated 8 at a time): the grid is that many blocks an SM."""
+        registers = self.__dict__.setdefault("_registers", {})
+        if kernel not in registers:
+            registers[kernel] = -(-kernel.attributes()["registers"] // 8) * 8
+        by_shared = getattr(props, "shared_memory_per_multiprocessor", SM_SHARED) // (shared + BLOCK_RESERVED_SHARED)
+        return max(1, min(by_shared, SM_REGISTERS // (registers[kernel] * threads)))
