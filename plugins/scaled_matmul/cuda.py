@@ -6,8 +6,10 @@ column-major as torch._scaled_mm takes it) by TMA into a ring of 128-byte-swizzl
 warpgroups run m64nNk32 8-bit float wgmma on them, e4m3 or e5m2 each. Hopper's tensor cores add those products in
 less than float32, so every PROMOTE_K of K the kernel adds the wgmma sums into float32 ones and restarts them from
 zero (as cuBLAS does by default): two sets of sums, which is why a consumer thread holds at most 64 of each.
-An operand whose rows are not 16-byte aligned (K not a multiple of 16, a strided view, b row-major) is copied first
-to K-major rows padded to 16 bytes; the TMA unit reads zeros past K, so any K is taken.
+An operand the TMA unit cannot read as it lies (a strided view, b row-major, an unaligned address) is copied
+first to contiguous K-major rows. K must be a multiple of the 128-deep k-tile: with a partial last k-tile
+(K = 65, 200, 1000) the results were wrong on the H200 (docs/design/gemm.md), so such calls are refused until
+that is fixed, and dispatch runs the triton plugin.
 """
 
 from __future__ import annotations
@@ -79,6 +81,9 @@ class ScaledMatmulCuda(CudaImplementation):
             ok, reason = tensor_map_launch()
             if not ok:
                 return f"the Hopper kernel takes tensor maps, and {reason}"
+            k = call.inputs["a"].shape[1]
+            if k % BK:
+                return f"the Hopper kernel takes K a multiple of {BK}, not K = {k}"
         return why
 
     @staticmethod
