@@ -7,9 +7,9 @@ warpgroups run m64nNk32 8-bit float wgmma on them, e4m3 or e5m2 each. Hopper's t
 less than float32, so every PROMOTE_K of K the kernel adds the wgmma sums into float32 ones and restarts them from
 zero (as cuBLAS does by default): two sets of sums, which is why a consumer thread holds at most 64 of each.
 An operand the TMA unit cannot read as it lies (a strided view, b row-major, an unaligned address) is copied
-first to contiguous K-major rows. K must be a multiple of the 128-deep k-tile: with a partial last k-tile
-(K = 65, 200, 1000) the results were wrong on the H200 (docs/design/gemm.md), so such calls are refused until
-that is fixed, and dispatch runs the triton plugin.
+first to contiguous K-major rows. K must be a multiple of the 128-deep k-tile: at K = 65, 200 and 1000 the
+results were wrong on the H200 (docs/design/gemm.md), so such calls are refused, and dispatch runs the triton
+plugin, until a GPU run shows them right again.
 """
 
 from __future__ import annotations
@@ -128,8 +128,11 @@ class ScaledMatmulCuda(CudaImplementation):
         specialization = {**config, "out": dtype_name(out_type), "b": dtype_name(b.dtype),
                           "SCALE_ROWS": int(rowwise(call)), "BIAS": int(bias is not None)}
         kernel = self.kernel("scaled_matmul_wgmma", call.dtype, specialization)
-        a_map = tensor_map(k_major(a).unsqueeze(0), (BK, config["BM"], 1))
-        b_map = tensor_map(k_major(b.t()).unsqueeze(0), (BK, config["BN"], 1))
+        # the operands (or their copies) held until the launch: a tensor map keeps an address, not the memory, and a
+        # copy freed before the launch may be handed to the next allocation (the other operand's copy)
+        a_rows, b_rows = k_major(a), k_major(b.t())
+        a_map = tensor_map(a_rows.unsqueeze(0), (BK, config["BM"], 1))
+        b_map = tensor_map(b_rows.unsqueeze(0), (BK, config["BN"], 1))
         c_map = (tensor_map(out.view(1, m, n), (64, 64, 1)),) if config["TMA_STORE"] else ()
         scale_a = call.inputs["scale_a"].reshape(-1).contiguous()
         scale_b = call.inputs["scale_b"].reshape(-1).contiguous()
