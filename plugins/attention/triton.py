@@ -13,8 +13,9 @@ tolerance 20-fold).
 
 8-bit float (FP8) q, k, v: S = Q·Kᵀ multiplies the 8-bit floats on tensor cores, q_descale·k_descale folded
 into the scale (log2 units) and v_descale into the final normalisation. PV_FP8 chooses P·V's precision:
-1 rounds P to V's 8-bit float and multiplies in FP8 (the fast path: P's 3 or 2 mantissa bits cost far more than
-the op's tolerance allows, docs/design/flash-attention.md). Hopper's 8-bit products take both operands K-major,
+1 rounds P to V's 8-bit float and multiplies in FP8 (the fused-attention tutorial's fast path; here at most a few
+percent faster than 0, and P's 3 or 2 mantissa bits cost far more than the op's tolerance allows,
+docs/design/flash-attention.md). Hopper's 8-bit products take both operands K-major,
 so V is then read through its transpose (B, Hk, D, Nk), copied once per call unless v already lies that way (a
 transposed view of such a tensor). 0 rounds P to float16 and multiplies it with V converted to float16 once per
 call (exactly: both 8-bit formats are subsets of float16), read as the 16-bit kernels read it. Half-float and
