@@ -352,7 +352,8 @@ def run_op(op: str, *args: Any, **kwargs: Any) -> Any:
 # --- the fast path: what one argument signature fixes, found by a dictionary lookup ----------------------------
 #
 # A call's signature is each tensor argument's shape, strides, dtype, device and requires_grad, and every other
-# argument's type and value, with the forced plugin and whether gradients are on. It fixes the outcome of the
+# argument's type and value, with the forced plugin, whether gradients are on and torch's TF32 switch for matrix
+# products (the GEMM ops key TF32 calls apart: their flag "tf32"). It fixes the outcome of the
 # op's checks (but for checks an op declares to read more: Op.checks_every_call), the checked call's parameters,
 # the choice and whether autograd records the call. A steady-state call therefore computes its signature, builds
 # its Call from the arguments and runs the choice: no checks, no choice, no Op lookup.
@@ -360,6 +361,9 @@ def run_op(op: str, *args: Any, **kwargs: Any) -> Any:
 _PLAIN = frozenset({int, float, bool, str, type(None), torch.dtype})
 _TENSORS = frozenset({torch.Tensor, torch.nn.Parameter})
 _grad_enabled = torch.is_grad_enabled
+# torch's switch as its C binding reads it (30 ns; torch.backends.cuda.matmul.allow_tf32 goes through a module
+# __getattr__ first)
+_tf32_allowed = getattr(torch._C, "_get_cublas_allow_tf32", lambda: torch.backends.cuda.matmul.allow_tf32)
 BOUND_LIMIT = 4096
 
 
@@ -367,7 +371,7 @@ def _key(op: str, through_autograd: bool, args: tuple, kwargs: dict) -> tuple | 
     """The call's signature (see above), flat: a tensor gives its shape first, any other argument its type first.
     None where an argument is of another kind (a tensor subclass, a list of tensors, an object): such calls take
     the checked path every time."""
-    key: list[Any] = [op, through_autograd and _grad_enabled(), forced_plugin()]
+    key: list[Any] = [op, through_autograd and _grad_enabled(), forced_plugin(), _tf32_allowed()]
     extend = key.extend
     for a in (*args, *kwargs.values()) if kwargs else args:
         kind = type(a)

@@ -18,6 +18,9 @@ markdown table (with the speed targets met, and the tuned dispatch against the f
 P·V in FP8 and in float16 (PV_FP8 1 and 0), each with the op's own verdict against the float64 reference of the
 dequantized inputs (skipped past 4·32·4096² scores, where that reference takes minutes), and the dispatched call,
 against cuDNN's float16 forward of the same shape.
+
+--wall adds the wall time of 200 calls in a row at (4, 32, 1024, 64), forward and forward + backward through
+autograd, host time included, the dispatched call against cuDNN's (--wall-only: those rows alone).
 """
 
 from __future__ import annotations
@@ -165,6 +168,54 @@ def bench_fp8(b: int, h: int, n: int, d: int, causal: bool, budget_ms: float, ro
     return row
 
 
+WALL_SHAPE = (4, 32, 1024, 64, False)  # small enough that a call's host time could show in its wall time
+WALL_LIMIT = 1.1  # the dispatched call's wall time against cuDNN's, at most
+
+
+def bench_wall(b: int, h: int, n: int, d: int, causal: bool, calls: int, rounds: int) -> dict:
+    """Wall time of one call as a training step sees it, forward and forward + backward through autograd:
+    ``calls`` calls in a row ended by one synchronisation (host and GPU time overlapping as they do in a model),
+    the median over ``rounds`` rounds taken in turns, kernelzoo's dispatched call against cuDNN's."""
+    g = torch.Generator(device="cuda").manual_seed(n * d + causal)
+    q, k, v, do = (torch.randn((b, h, n, d), device="cuda", dtype=torch.float16, generator=g) for _ in range(4))
+    qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
+
+    def cudnn_step() -> None:
+        sdpa(SDPBackend.CUDNN_ATTENTION, qg, kg, vg, causal).backward(do)
+
+    def kernelzoo_step() -> None:
+        ops.attention(qg, kg, vg, causal=causal).backward(do)
+
+    steps = {("fwd", "cudnn"): lambda: sdpa(SDPBackend.CUDNN_ATTENTION, q, k, v, causal),
+             ("fwd", "dispatch"): lambda: ops.attention(q, k, v, causal=causal),
+             ("fwd+bwd", "cudnn"): cudnn_step, ("fwd+bwd", "dispatch"): kernelzoo_step}
+    per_call: dict[tuple[str, str], list[float]] = {key: [] for key in steps}
+    for fn in steps.values():  # compile, tune-cache and warm every path first
+        for _ in range(3):
+            fn()
+    torch.cuda.synchronize()
+    for _ in range(rounds):
+        for key, fn in steps.items():
+            start = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            torch.cuda.synchronize()
+            per_call[key].append((time.perf_counter() - start) / calls * 1e6)
+    us = {f"{kind}/{name}": statistics.median(t) for (kind, name), t in per_call.items()}
+    return {"shape": f"{b}x{h}x{n}x{d}", "causal": causal, "us": us, "calls": calls, "rounds": rounds,
+            "choice": {"fwd": dispatch.explain("attention", q, k, v, causal=causal).plugin}}
+
+
+def wall_table(row: dict) -> str:
+    lines = ["| shape B×H×N×D | causal | pass | cuDNN µs | dispatch µs | dispatch / cuDNN | ≤ "
+             f"{WALL_LIMIT}× |", "|---|---|---|---:|---:|---:|---|"]
+    for kind in ("fwd", "fwd+bwd"):
+        cudnn, ours = row["us"][f"{kind}/cudnn"], row["us"][f"{kind}/dispatch"]
+        lines.append(f"| {row['shape']} | {'yes' if row['causal'] else 'no'} | {kind} | {cudnn:.1f} | {ours:.1f} | "
+                     f"{ours / cudnn:.3f}× | {'yes' if ours / cudnn <= WALL_LIMIT else 'no'} |")
+    return "\n".join(lines)
+
+
 def fp8_table(rows: list[dict]) -> str:
     names = ["cudnn fp16", "triton PV_FP8=0", "triton PV_FP8=1", "dispatch"]
     lines = ["| shape B×H×N×D | causal | " + " | ".join(names) + " | PV_FP8=0 / cuDNN | PV_FP8=1 verdict |",
@@ -279,12 +330,19 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--winners", help="a winners export whose configs the triton and cuda columns run")
     parser.add_argument("--fp8", action="store_true", help="also the FP8 forward per shape")
+    parser.add_argument("--wall", action="store_true",
+                        help="also the wall time of calls in a row at B=4, H=32, N=1024, D=64 (host time included)")
+    parser.add_argument("--wall-only", action="store_true", help="only the wall-time rows")
     args = parser.parse_args()
     stored = stored_configs(args.winners)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     rows = []
+    wall = bench_wall(*WALL_SHAPE, calls=200, rounds=max(args.rounds, 5)) if args.wall or args.wall_only else None
+    if args.wall_only:
+        print(wall_table(wall))
+        return 0
     for shape in shapes(args.quick):
         rows.append(bench_shape(*shape, budget_ms=args.budget_ms, rounds=args.rounds,
                                 stored=stored))
@@ -296,8 +354,10 @@ def main() -> int:
             "date": time.strftime("%Y-%m-%d"), "seconds": round(time.perf_counter() - start, 1),
             "configs": f"stored in {args.winners}, else defaults" if args.winners else "defaults",
             "rounds": args.rounds, "budget_ms": args.budget_ms}
-    (out / "attention_bench.json").write_text(json.dumps({"meta": meta, "rows": rows, "fp8": fp8}, indent=1))
-    text = table(rows) + "\n\n" + targets(rows) + ("\n\n" + fp8_table(fp8) if fp8 else "")
+    (out / "attention_bench.json").write_text(json.dumps({"meta": meta, "rows": rows, "fp8": fp8, "wall": wall},
+                                                         indent=1))
+    text = (table(rows) + "\n\n" + targets(rows) + ("\n\n" + fp8_table(fp8) if fp8 else "")
+            + ("\n\n" + wall_table(wall) if wall else ""))
     (out / "attention_bench.md").write_text(text + "\n")
     plot(rows, out / "attention_bench.png")
     print(json.dumps(meta))

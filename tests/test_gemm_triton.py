@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from kernelzoo.errors import UnsupportedError
 from kernelzoo.registry import registry
 from kernelzoo.tolerance import Tolerance, tf32_products, with_tf32
 
@@ -103,3 +104,44 @@ def test_tf32_products_pass_the_widened_tolerance(monkeypatch):
     # and TF32 was used: IEEE float32 would be far closer
     err = float((out.double() - op.reference(call)).abs().max())
     assert err > 1e-3
+
+
+@pytest.mark.parametrize("make", [
+    lambda: _r(3, 40, 29),                      # row-major (K×C): K apart, copied
+    lambda: _r(45, 37)[None],                   # odd K: lines padded to 16 bytes
+    lambda: _r(37, 45).t()[None],               # already K-major: itself
+    lambda: _r(66, 50)[::2, 1:48][None],        # strided rows and columns
+], ids=["batched", "odd-k", "k-major", "strided"])
+def test_k_major_copies_lines_of_k_aligned_for_tma(make):
+    _needs_triton()
+    t = make()
+    lines = gemm_triton.k_major(t)
+    assert torch.equal(lines, t)
+    assert lines.stride(-2) == 1
+    if t.stride(-2) != 1:
+        assert lines.data_ptr() % 16 == 0 and lines.stride(-1) * t.element_size() % 16 == 0
+
+
+def test_tf32x3_applies_to_float32_without_tf32_only(monkeypatch):
+    _needs_triton()
+    config = {**SMALL, "TMA": 1, "SUBTILE": 0, "WS": 0, "TF32X3": 1}
+    half = torch.zeros(16, 16, dtype=torch.float16, device=DEVICE)
+    with pytest.raises(UnsupportedError, match="TF32X3 splits float32 calls that run without TF32, not torch.float16"):
+        gemm_triton.gemm(half, half, half.clone(), None, config)
+    if DEVICE == "cuda":
+        monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", True)
+        x = torch.zeros(16, 16, device=DEVICE)
+        with pytest.raises(UnsupportedError, match="in TF32"):
+            gemm_triton.gemm(x, x, x.clone(), None, config)
+
+
+@pytest.mark.parametrize("layout", ["plain", "transposed-a", "batched", "sliced", "unaligned-rows"])
+def test_tf32x3_meets_the_float32_tolerance(layout):
+    """Three TF32 products per product pass the op's IEEE float32 check (float64 reference, fresh inputs)."""
+    _needs_triton()
+    op, impl = registry.op("matmul"), registry.impl("matmul", "triton")
+    a, b = LAYOUTS[layout]()
+    call = op.check(a, b)
+    out = impl.run(call, impl.config({**SMALL, "TF32X3": 1, "SUBTILE": 0}))
+    assert op.flags(call) in ("", "unaligned")
+    assert op.verify(call, out, op.reference(call)) is None

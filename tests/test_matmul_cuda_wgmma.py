@@ -1,7 +1,7 @@
 """matmul's Hopper kernel (cuda plugin, WGMMA 1): which configs and calls it takes, that every specialization the
 config space admits compiles for sm_90a without spills or serialized warpgroup MMAs (NVRTC, no GPU needed), and on
 an sm_90 GPU its results against the float64 reference: odd and aligned sizes, batches, broadcasts, transposed
-operands, both 16-bit dtypes, several configs."""
+operands, both 16-bit dtypes and float32 in TF32, several configs."""
 
 from __future__ import annotations
 
@@ -76,13 +76,37 @@ def test_threads_and_shared_memory_of_a_config():
 
 
 @pytest.mark.parametrize(("a_shape", "b_shape", "dtype", "match"), [
-    ((33, 64), (64, 40), torch.float32, "float16 and bfloat16"),
+    ((33, 64), (64, 40), torch.float32, "float32 only in TF32, which torch.backends.cuda.matmul.allow_tf32 does "
+                                        "not allow"),
     ((33, 60), (60, 40), torch.float16, "a of shape (33, 60) and strides (60, 1) has neither, and K = 60"),
     ((33, 64), (64, 36), torch.bfloat16, "b of shape (64, 36) and strides (36, 1) has neither, and N = 36"),
 ])
 def test_calls_the_kernel_cannot_take_say_why(a_shape, b_shape, dtype, match):
     call = OP.check(torch.zeros(a_shape, dtype=dtype), torch.zeros(b_shape, dtype=dtype))
     assert match in IMPL.wgmma_unsupported(call)
+
+
+def test_tf32_stores_c_from_registers(monkeypatch):
+    monkeypatch.setattr(matmul_cuda, "tf32_products", lambda dtype, device: True)
+    call = OP.check(torch.zeros(33, 60), torch.zeros(60, 36))  # any K and N: the operands are copied K-major
+    assert IMPL.wgmma_unsupported(call, wgmma(TMA_STORE=0)) is None
+    assert "TMA_STORE stores 16-bit outputs" in IMPL.wgmma_unsupported(call, wgmma(TMA_STORE=1))
+
+
+@pytest.mark.parametrize(("make", "copied"), [
+    (lambda: torch.zeros(2, 40, 64), False),                    # contiguous rows 256 bytes apart
+    (lambda: torch.zeros(1, 40, 65), True),                     # K = 65: rows 260 bytes apart
+    (lambda: torch.zeros(2, 64, 40).transpose(1, 2), True),     # column-major
+    (lambda: torch.zeros(1, 40, 64).expand(3, 40, 64), True),   # a batch stride of 0: the TMA unit steps by 16s
+    (lambda: torch.zeros(40 * 64 + 1)[1:].view(1, 40, 64), True),  # 4 bytes off a 16-byte address
+])
+def test_k_major_reads_rows_as_they_lie_or_copies_them_into_padded_lines(make, copied):
+    t = make()
+    rows = matmul_cuda.k_major(t)
+    assert (rows.data_ptr() != t.data_ptr()) == copied
+    assert rows.stride(-1) == 1 and rows.data_ptr() % 16 == 0
+    assert all(s * 4 % 16 == 0 for s, n in zip(rows.stride()[:-1], rows.shape[:-1]) if n > 1)
+    assert torch.equal(rows, t)
 
 
 def test_tma_store_needs_rows_of_c_aligned():
@@ -153,7 +177,15 @@ def compile_checked(config: dict, dtype: torch.dtype) -> None:
     assert cubin[:4] == b"\x7fELF"
     assert "matmul_wgmma" in log
     assert "serialized" not in log and "arning" not in log, log
-    assert [int(n) for n in re.findall(r"(\d+) bytes spill stores", log)] == [0], log
+    assert set(re.findall(r"(\d+) bytes spill stores", log)) == {"0"}, log  # each kernel of the module
+
+
+@pytest.mark.skipif(not cuda.compile_available()[0], reason="NVRTC not available")
+@pytest.mark.parametrize("config", [c for c in admitted() if not c["TMA_STORE"]],
+                         ids=lambda c: f"{c['BM']}x{c['BN']}-s{c['STAGES']}-c{c['CONSUMERS']}")
+def test_every_tf32_specialization_compiles_without_spills_or_serialized_mmas(config):
+    compile_checked({**config, "BK": matmul_cuda.TF32_BK, "TF32": 1, "A_COL_MAJOR": 0, "B_COL_MAJOR": 1},
+                    torch.float32)
 
 
 @pytest.mark.skipif(not cuda.compile_available()[0], reason="NVRTC not available")
@@ -243,6 +275,48 @@ def test_the_op_s_cases_match_the_reference(config):
                 continue
             mismatch = OP.verify(call, IMPL.run(call, config), OP.reference(call))
             assert mismatch is None, f"{case.id} {call.describe()} with {config}: {mismatch}"
+
+
+@pytest.fixture
+def tf32():
+    """torch's TF32 switch on for the test, as a user turns it on (set_float32_matmul_precision("high"))."""
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True
+    yield
+    torch.backends.cuda.matmul.allow_tf32 = before
+
+
+TF32_CONFIGS = [p for p in GPU_CONFIGS if not p.values[0]["TMA_STORE"]]
+
+
+@on_hopper
+@pytest.mark.parametrize("config", TF32_CONFIGS)
+@pytest.mark.parametrize("mnk", [(1, 8, 8), (17, 24, 40), (200, 136, 263), (1000, 1033, 72), (255, 520, 1000),
+                                 (4096, 4096, 4096)], ids=lambda s: "x".join(map(str, s)))
+def test_tf32_matches_the_reference(mnk, config, tf32):
+    m, n, k = mnk
+    g = torch.Generator(device="cuda").manual_seed(zlib.crc32(repr(mnk).encode()))
+    check(torch.randn(m, k, device="cuda", generator=g), torch.randn(k, n, device="cuda", generator=g), config)
+
+
+@on_hopper
+@pytest.mark.parametrize("config", TF32_CONFIGS[:2])
+@pytest.mark.parametrize("layout", ["batched", "broadcast-a", "transposed-a", "transposed-b", "sliced", "offset"])
+def test_tf32_layouts_match_the_reference(layout, config, tf32):
+    g = torch.Generator(device="cuda").manual_seed(zlib.crc32(layout.encode()))
+
+    def r(*shape: int) -> torch.Tensor:
+        return torch.randn(shape, device="cuda", generator=g)
+
+    a, b = {
+        "batched": lambda: (r(3, 130, 72), r(3, 72, 264)),
+        "broadcast-a": lambda: (r(1, 130, 72), r(3, 72, 264)),
+        "transposed-a": lambda: (r(72, 130).t(), r(72, 264)),
+        "transposed-b": lambda: (r(130, 72), r(264, 72).t()),  # B column-major: read as it lies
+        "sliced": lambda: (r(130, 80)[:, :71], r(71, 272)[:, 3:267]),
+        "offset": lambda: (r(130 * 72 + 1)[1:].view(130, 72), r(72 * 264 + 1)[1:].view(72, 264)),
+    }[layout]()
+    check(a, b, config)
 
 
 @on_hopper

@@ -160,9 +160,6 @@ GPU_CONFIGS = [
 
 def check(call, config: dict) -> None:
     (m, k), n = call.inputs["a"].shape, call.inputs["b"].shape[1]
-    if k % 128:  # refused by supports(): dispatch runs another plugin
-        assert "multiple of 128" in IMPL.supports(call)
-        return
     if config["TMA_STORE"] and m * n * k and (out_dtype(call).itemsize != 2 or n % 8):
         with pytest.raises(UnsupportedError, match="TMA_STORE"):
             IMPL.run(call, config)
@@ -172,7 +169,7 @@ def check(call, config: dict) -> None:
     assert mismatch is None, f"{call.describe()} with {config}: {mismatch}"
 
 
-SIZES = [(1, 16, 128), (17, 33, 256), (255, 520, 1024), (1000, 1032, 384), (257, 1025, 4096)]
+SIZES = [(1, 16, 16), (17, 33, 65), (255, 520, 1000), (1000, 1032, 200), (257, 1025, 4096)]
 
 
 def gpu_call(mnk: tuple[int, int, int], a_dtype: torch.dtype = E4M3, b_dtype: torch.dtype = E4M3, *,
@@ -225,12 +222,6 @@ def test_long_sums_stay_within_the_tolerance_at_4096_deep(scales):
     for promote in (128, 256):
         out = IMPL.run(call, IMPL.config({"PROMOTE_K": promote}))
         assert OP.verify(call, out, ref) is None, promote
-
-
-@on_hopper
-def test_k_not_a_multiple_of_the_k_tile_is_refused_with_the_reason():
-    args, kwargs = _inputs(64, 64, 200, "cuda", E4M3, torch.Generator().manual_seed(5))
-    assert IMPL.supports(OP.check(*args, **kwargs)) == "the Hopper kernel takes K a multiple of 128, not K = 200"
 
 
 @on_hopper

@@ -108,6 +108,15 @@ def test_the_signature_holds_what_a_choice_and_the_checks_depend_on() -> None:
     with kernelzoo.use("python"):
         forced = dispatch._key("softmax", True, (x.detach(),), {})
     assert forced != dispatch._key("softmax", True, (x.detach(),), {})
+    # torch's TF32 switch: a float32 matmul keys TF32 calls apart on a GPU, so its choice holds under one setting
+    before = torch.backends.cuda.matmul.allow_tf32
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        ieee = dispatch._key("matmul", True, (x, x.t()), {})
+        torch.backends.cuda.matmul.allow_tf32 = True
+        assert dispatch._key("matmul", True, (x, x.t()), {}) != ieee
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
     # what it cannot describe takes the checked path every time
     assert dispatch._key("add", True, (x, object()), {}) is None
     assert dispatch._key("adam_update_foreach_", True, ([x], [x]), {}) is None

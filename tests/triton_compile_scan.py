@@ -126,6 +126,9 @@ GEMM_CASES: dict[str, Callable[[], tuple]] = {
         {"WS": 1, "num_stages": 4, "SUBTILE": 1}),
     "fp32-tf32-k-major-b-unaligned-c": lambda: (_m(256, 64, dtype=torch.float32), _m(64, 250, dtype=torch.float32),
                                                 None, None, {"BLOCK_K": 32}),
+    # IEEE float32 as three TF32 products ("ieee": TF32 not allowed), B copied K-major by k_major_copy_kernel
+    "fp32-ieee-tf32x3-row-major-b": lambda: (_m(256, 64, dtype=torch.float32), _m(64, 256, dtype=torch.float32), None,
+                                             None, {"BLOCK_K": 32, "BLOCK_N": 128, "TF32X3": 1, "ieee": True}),
     "fp32-broadcast-bias": lambda: (_m(256, 64, dtype=torch.float32), _m(3, 64, 256, dtype=torch.float32),
                                     _m(256, dtype=torch.float32), None, {"BLOCK_K": 32}),
     "fp8-row-scales-bias": lambda: (
@@ -142,12 +145,15 @@ GEMM_CASES: dict[str, Callable[[], tuple]] = {
 
 
 def gemm_cases() -> dict[str, list[str]]:
+    import kernelzoo_plugins._gemm.triton as module
     from kernelzoo_plugins._gemm.triton import GemmTritonImplementation, Scales, gemm
 
     results = {}
+    tf32 = module.tf32_products
     for name, make in GEMM_CASES.items():
         a, b, bias, scales, overrides = make()
         activation = overrides.pop("activation", 0)
+        module.tf32_products = (lambda dtype, device: False) if overrides.pop("ieee", False) else tf32
         config = {**GemmTritonImplementation.default_config, "BLOCK_K": 64, "SUBTILE": 0, **overrides}
         batch = max(t.shape[0] if t.dim() == 3 else 1 for t in (a, b))
         shape = (batch, a.shape[-2], b.shape[-1]) if max(a.dim(), b.dim()) == 3 else (a.shape[0], b.shape[1])
@@ -156,6 +162,7 @@ def gemm_cases() -> dict[str, list[str]]:
         results[name] = compile_launches(
             lambda a=a, b=b, c=c, bias=bias, config=config, scales=scales, activation=activation: gemm(
                 a, b, c, bias, config, Scales(*scales) if scales else None, activation), name)
+    module.tf32_products = tf32
     results.update(linear_activation_passes())
     return results
 

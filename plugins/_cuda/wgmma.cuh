@@ -1,8 +1,8 @@
 // Hopper's warpgroup MMA (wgmma, sm_90a) for the flash-attention kernels and the GEMM: the cp.async loads into
 // 128-byte-swizzled tiles and their shared-memory matrix descriptors, the fences, and D (+)= A·B on one m64nNk16
 // step for N = 32, 64, 128, 256 with float32 accumulators, A from shared memory (ss) or from registers (rs), B
-// from shared memory, the 8-bit float m64nNk32 step (ss), and the products the attention kernels chain from those
-// steps.
+// from shared memory, the 8-bit float m64nNk32 and TF32 m64nNk8 steps (ss), and the products the attention
+// kernels chain from those steps.
 //
 // A warpgroup (4 consecutive warps, 128 threads) issues each wgmma together; warp w of it owns rows 16w .. 16w+15
 // of the m64 tile, and its fragments are those of mma.sync m16n8k16 (tensor_core.cuh): the accumulators of n8
@@ -121,6 +121,20 @@ KZ_WGMMA_F8_TYPES(128, 64, "64", "65", "66")
 KZ_WGMMA_F8_TYPES(256, 128, "128", "129", "130")
 #undef KZ_WGMMA_F8_TYPES
 #undef KZ_WGMMA_F8
+
+// TF32 (matmul's float32 when torch allows TF32): d (+)= A·B on one m64nNk8 step, A and B K-major by descriptor
+// (the TF32 wgmma has no transpose), float32 operands read as TF32 (their low 13 mantissa bits ignored).
+#define KZ_WGMMA_TF32(N, H, O0, O1, O2)                                                                          \
+  __device__ __forceinline__ void wgmma_ss_tf32(float (&d)[H], u64 a, u64 b, int accumulate) {                  \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" O2 ", 0;\n"                                               \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k8.f32.tf32.tf32 " KZ_REGS##H ", %" O0 ", %" O1          \
+                 ", p, 1, 1;\n}\n"                                                                             \
+                 : KZ_ACC##H(d) : "l"(a), "l"(b), "r"(accumulate));                                             \
+  }
+KZ_WGMMA_TF32(64, 32, "32", "33", "34")
+KZ_WGMMA_TF32(128, 64, "64", "65", "66")
+KZ_WGMMA_TF32(256, 128, "128", "129", "130")
+#undef KZ_WGMMA_TF32
 
 // acc (=) A·Bᵀ over the head dim: HEAD_DIM/16 ss steps, A and B K-major swizzled tiles by descriptor whose
 // 64-column blocks are a_block and b_block 16-byte units apart; step kk reads 32 bytes along the lines of block

@@ -1,10 +1,10 @@
 // The Hopper GEMM (sm_90a): C[z] = A[z]·B[z] for fp16 / bf16 on warpgroup MMAs, operands brought by the TMA unit;
-// with SCALED 1, scaled_matmul's 8-bit float GEMM on the same pipeline (below).
+// with TF32 1, float32 in TF32, and with SCALED 1, scaled_matmul's 8-bit float GEMM, on the same pipeline (below).
 // A is M×K and B is K×N, each row-major or, with A_COL_MAJOR / B_COL_MAJOR, column-major (a transposed view),
 // read as they lie through 3-d tensor maps (innermost dim, outer dim, batch; a batch of one is read at batch 0 by
 // every z) whose strides the TMA unit needs in multiples of 16 bytes. C is M×N row-major, contiguous per batch.
 // Defines: BM×BN the block tile, BK 64, STAGES, CONSUMERS (1 or 2 warpgroups), TMA_STORE, A_COL_MAJOR,
-// B_COL_MAJOR; with SCALED 1, BK 128, A_F8, B_F8, PROMOTE_K, SCALE_ROWS, BIAS.
+// B_COL_MAJOR; with TF32 1, BK 32; with SCALED 1, BK 128, A_F8, B_F8, PROMOTE_K, SCALE_ROWS, BIAS.
 //
 // A persistent grid: each block walks output tiles blockIdx.x, +gridDim.x, ... of the batch's tiles in grouped
 // order (GROUP_M tile rows sweep the columns, so that the blocks in flight share A rows and B columns in L2).
@@ -35,6 +35,10 @@
 // consumer, taken in turn) and reaches C by one TMA store (whole 128-byte lines; the TMA unit leaves out what lies
 // past M and N); the consumers go on to the next tile while the stores drain.
 //
+// TF32 1 (T float, when torch allows TF32 products): A and B float32, both K-major (A row-major, B column-major,
+// B_COL_MAJOR 1), as the TF32 wgmma takes no transpose; a k-tile is one 128-byte line a row (BK 32) and a step
+// (m64nNk8) 32 bytes of it, so again the tiles, descriptors and ring above. C is stored from registers.
+//
 // SCALED 1 (scaled_matmul): A and B are 8-bit floats (AB_T: one byte; A_F8 and B_F8 the types, kz_e4m3 or kz_e5m2),
 // both K-major: A row-major and B column-major (read through Bᵀ's map, B_COL_MAJOR 1), as the 8-bit float wgmma
 // takes no transpose. A k-tile is still one 128-byte line a row (BK 128) and a step 32 bytes of it (k32), so the
@@ -62,6 +66,9 @@
 #ifndef SCALED
 #define SCALED 0
 #endif
+#ifndef TF32
+#define TF32 0
+#endif
 #if SCALED
 typedef unsigned char AB_T;  // the operands' 8-bit floats, as bytes
 #define HOPPER_KERNEL scaled_matmul_wgmma
@@ -73,12 +80,13 @@ typedef unsigned char AB_T;  // the operands' 8-bit floats, as bytes
 typedef T AB_T;
 #define HOPPER_KERNEL matmul_wgmma
 #endif
+#define K_STEPS 4  // MMA steps a k-tile: 32 bytes of its 128-byte lines each (k16, k8 in TF32, k32 in 8 bits)
 #define WG_ROWS (BM / CONSUMERS)  // rows of the tile a consumer warpgroup owns
 #define MW (WG_ROWS / 64)         // its m64 blocks
 #define NACC (BN / 2)             // accumulators a thread holds per m64 block
 #define A_STAGE (BM * BK)         // elements of a stage's A tile
 #define B_STAGE (BK * BN)
-// A k16 step in 16-byte units of a descriptor's start address: 32 bytes along K-major lines, 16 MN-major lines
+// A step in 16-byte units of a descriptor's start address: 32 bytes along K-major lines, 16 MN-major lines
 #define A_STEP (A_COL_MAJOR ? 16 * 128 / 16 : 2)
 #define B_STEP (B_COL_MAJOR ? 2 : 16 * 128 / 16)
 #define KERNEL_THREADS (128 * (CONSUMERS + 1))
@@ -91,6 +99,10 @@ static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups"
 static_assert(WG_ROWS % 64 == 0 && BM <= 256, "a consumer owns whole m64 blocks; a TMA box is up to 256 rows");
 static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma's N: 64, 128 or 256");
 static_assert(MW * NACC * (SCALED ? 2 : 1) <= 128, "a consumer thread holds up to 128 accumulators");
+#if TF32
+static_assert(sizeof(T) == 4 && !A_COL_MAJOR && B_COL_MAJOR && !TMA_STORE && !SCALED,
+              "TF32 wgmma reads float32 operands, both K-major; C is stored from registers");
+#endif
 #if SCALED
 static_assert(!A_COL_MAJOR && B_COL_MAJOR, "8-bit float wgmma reads both operands K-major");
 static_assert(PROMOTE_K % BK == 0 && PROMOTE_K > 0, "sums are promoted after whole k-tiles");
@@ -266,7 +278,7 @@ extern "C" __global__ void __launch_bounds__(KERNEL_THREADS, 1)
         mbar_wait(&full[slot], it / STAGES & 1);
         wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < 4; ++kk)
+        for (int kk = 0; kk < K_STEPS; ++kk)
 #pragma unroll
           for (int i = 0; i < MW; ++i)
             wgmma_ss_f8(acc[i], a_desc + slot * A_UNITS + i * 64 * 128 / 16 + kk * 2,
@@ -294,11 +306,17 @@ extern "C" __global__ void __launch_bounds__(KERNEL_THREADS, 1)
       mbar_wait(&full[slot], it / STAGES & 1);
       wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < BK / 16; ++kk)
+      for (int kk = 0; kk < K_STEPS; ++kk)
 #pragma unroll
-        for (int i = 0; i < MW; ++i)
+        for (int i = 0; i < MW; ++i) {
+#if TF32
+          wgmma_ss_tf32(acc[i], a_desc + slot * A_UNITS + i * 64 * 128 / 16 + kk * A_STEP,
+                        b_desc + slot * B_UNITS + kk * B_STEP, 1);
+#else
           wgmma_ss<A_COL_MAJOR, !B_COL_MAJOR>(acc[i], a_desc + slot * A_UNITS + i * 64 * 128 / 16 + kk * A_STEP,
                                               b_desc + slot * B_UNITS + kk * B_STEP, 1, T{});
+#endif
+        }
       wgmma_commit();
       wgmma_wait<1>();  // k-tile it - 1's group has completed: its stage is free
       if (kt > 0) mbar_arrive(&empty[(it - 1) % STAGES]);
@@ -365,3 +383,29 @@ extern "C" __global__ void __launch_bounds__(KERNEL_THREADS, 1)
   if (storer) bulk_wait<0>();  // the stores have read their staging tiles (and written C) before the block exits
 #endif
 }
+
+#if TF32
+// dst[z][n][k] = src[z][k][n]: a float32 B (K×N, any strides, in elements) copied into the K-major rows the TF32
+// kernel reads (rows `pitch` elements apart, batches N·pitch). A 32×32 block through shared memory (a column of
+// padding: the transposed reads hit 32 banks), so that the reads run along src's rows and the writes along dst's.
+// Grid (⌈N/32⌉, ⌈K/32⌉, batch), block (32, 8).
+extern "C" __global__ void __launch_bounds__(256)
+    k_major_copy(const float* __restrict__ src, float* __restrict__ dst, int K, int N, i64 stride_z, i64 stride_k,
+                 i64 stride_n, i64 pitch) {
+  __shared__ float block[32][33];
+  const int n0 = blockIdx.x * 32, k0 = blockIdx.y * 32, z = blockIdx.z;
+  src += z * stride_z;
+  dst += (i64)z * N * pitch;
+#pragma unroll
+  for (int r = threadIdx.y; r < 32; r += 8) {
+    const int k = k0 + r, n = n0 + threadIdx.x;
+    if (k < K && n < N) block[r][threadIdx.x] = src[k * stride_k + n * stride_n];
+  }
+  __syncthreads();
+#pragma unroll
+  for (int r = threadIdx.y; r < 32; r += 8) {
+    const int n = n0 + r, k = k0 + threadIdx.x;
+    if (n < N && k < K) dst[n * pitch + k] = block[threadIdx.x][r];
+  }
+}
+#endif

@@ -9,8 +9,11 @@ Two kernels compute the same products, and the config's ``TMA`` picks one:
   copied into a padded buffer: one pass over it, against K passes of the product.
 - ``gemm_kernel`` (``TMA=0``, any GPU): one program per output tile, operands read through pointers and strides.
 
-Both accumulate in float32 (fp16/bf16 on the tensor cores, float32 in IEEE float32: no TF32) and go over K in the
-same order. Why the TMA kernel wins, and by how much: docs/design/gemm.md.
+Both accumulate in float32 (fp16/bf16 on the tensor cores) and go over K in the same order. float32 runs in IEEE
+float32 on the FMA units, in TF32 where torch allows it, or with the config's ``TF32X3`` as three TF32 products on the
+tensor cores (each operand split into its TF32 part and a TF32 remainder; the remainders' product left out), which
+the op's float32 tolerance is checked against like any other candidate. Why the TMA kernel wins, and by how much:
+docs/design/gemm.md.
 """
 
 from __future__ import annotations
@@ -89,6 +92,37 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, scale_a_ptr, scale_b_ptr, M, N, K
     acc = _epilogue(acc, scale_a_ptr, scale_b_ptr, bias_ptr, rows, cols, M, N, SCALES, HAS_BIAS, ACTIVATION)
     c_ptrs = c_ptr + batch * stride_cb + rows[:, None] * stride_cm + cols[None, :] * stride_cn
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(rows[:, None] < M) & (cols[None, :] < N))
+
+
+@triton.jit
+def k_major_copy_kernel(src, dst, R, C, stride_sb, stride_sr, stride_sc, stride_db, stride_dr, BLOCK: tl.constexpr):
+    # dst[b, c, r] = src[b, r, c]: a BLOCK×BLOCK block read along src's rows (stride_sc is the small one) and written
+    # transposed along dst's, the compiler's shared-memory layout change between the two
+    rows = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    batch = tl.program_id(2).to(tl.int64)
+    block = tl.load(src + batch * stride_sb + rows.to(tl.int64)[:, None] * stride_sr
+                    + cols.to(tl.int64)[None, :] * stride_sc, mask=(rows[:, None] < R) & (cols[None, :] < C))
+    tl.store(dst + batch * stride_db + cols.to(tl.int64)[:, None] * stride_dr + rows[None, :], tl.trans(block),
+             mask=(cols[:, None] < C) & (rows[None, :] < R))
+
+
+COPY_BLOCK = 64
+
+
+def k_major(t3: torch.Tensor) -> torch.Tensor:
+    """A (batch, K, C) operand with K its unit-stride dim: itself where it is, else a copy whose C lines of K elements
+    are 16-byte padded (as TMA reads them), made by k_major_copy_kernel in blocks (an element-wise copy of the
+    transpose reads one element of each sector it fetches)."""
+    if t3.stride(-2) == 1 or t3.numel() == 0:
+        return t3
+    batch, k, c = t3.shape
+    per_line = TMA_ALIGN // t3.element_size()
+    lines = t3.new_empty((batch, c, cdiv(max(k, 1), per_line) * per_line))
+    grid = (cdiv(k, COPY_BLOCK), cdiv(c, COPY_BLOCK), batch)
+    launcher(k_major_copy_kernel)[grid](t3, lines, k, c, t3.stride(0) if batch > 1 else 0, t3.stride(1),
+                                        t3.stride(2), lines.stride(0), lines.stride(1), BLOCK=COPY_BLOCK)
+    return lines[..., :k].transpose(-1, -2)
 
 
 @triton.jit
@@ -245,9 +279,14 @@ def gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, bias: torch.Tensor |
     if bias is not None:
         bias = bias.contiguous()
     bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
+    precision = "tf32" if a.dtype != torch.float32 or tf32_products(a.dtype, a.device) else "ieee"
+    if config.get("TF32X3", 0):
+        if precision != "ieee":
+            raise UnsupportedError(f"triton gemm: TF32X3 splits float32 calls that run without TF32, not {a.dtype} "
+                                   f"ones{' in TF32' if a.dtype == torch.float32 else ''}")
+        precision = "tf32x3"
     epilogue = dict(
-        HAS_BIAS=bias is not None, SCALES=0 if scales is None else 2 if scales.rowwise else 1,
-        PRECISION="tf32" if a.dtype != torch.float32 or tf32_products(a.dtype, a.device) else "ieee",
+        HAS_BIAS=bias is not None, SCALES=0 if scales is None else 2 if scales.rowwise else 1, PRECISION=precision,
         PROMOTE_K=min(config.get("PROMOTE_K", bk), bk) if a.dtype in FP8 else None, ACTIVATION=activation)
     pointers = (bias if bias is not None else c3, *((scales.a, scales.b) if scales is not None else (c3, c3)))
     try:
@@ -273,10 +312,9 @@ def _gemm_tma(a3: torch.Tensor, b3: torch.Tensor, c3: torch.Tensor, pointers: tu
         raise UnsupportedError("triton gemm: TMA needs a GPU of compute capability 9.0 or newer")
     (batch, m, n), k = c3.shape, a3.shape[-1]
     bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
-    if a3.dtype in FP8 or (epilogue["PRECISION"] == "tf32" and a3.dtype == torch.float32):
+    if a3.dtype in FP8 or (epilogue["PRECISION"] != "ieee" and a3.dtype == torch.float32):
         # Hopper's tensor cores read TF32 and 8-bit float operands K-major only from shared memory
-        a3 = a3 if a3.stride(-1) == 1 else a3.contiguous()
-        b3 = b3 if b3.stride(-2) == 1 else b3.transpose(-1, -2).contiguous().transpose(-1, -2)
+        a3, b3 = k_major(a3.transpose(-1, -2)).transpose(-1, -2), k_major(b3)
     a_op, b_op = tma_operand(a3, bm, bk), tma_operand(b3, bk, bn)
     c_tma = (_tma_ready(c3[0]) and c3.stride(-1) == 1
              and (batch == 1 or c3.stride(0) * c3.element_size() % TMA_ALIGN == 0))
@@ -300,15 +338,19 @@ class GemmTritonImplementation(TritonImplementation):
 
     # TMA: the persistent TMA kernel (1) or the tiled pointer one (0); SUBTILE: the TMA kernel stores C in two
     # halves (less shared memory for the epilogue, so a fourth stage fits); WS: the TMA kernel's loop is warp
-    # specialized (loads and products in separate warps)
+    # specialized (loads and products in separate warps); TF32X3: float32 calls without TF32 run as three TF32
+    # products (refused elsewhere)
     config_space = {"TMA": [1, 0], "BLOCK_M": [64, 128, 256], "BLOCK_N": [64, 128, 256], "BLOCK_K": [32, 64],
-                    "GROUP_M": [8], "num_warps": [4, 8], "num_stages": [3, 4], "SUBTILE": [0, 1], "WS": [0, 1]}
+                    "GROUP_M": [8], "num_warps": [4, 8], "num_stages": [3, 4], "SUBTILE": [0, 1], "WS": [0, 1],
+                    "TF32X3": [0, 1]}
     # fits float32 too: 147 KiB of stages and a 64 KiB half of C at 4 bytes an element; 128 accumulators a thread
     default_config = {"TMA": 1, "BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 8,
-                      "num_stages": 3, "SUBTILE": 1, "WS": 0}
-    # the configs that led at 2 bytes an element on the H200 (docs/design/gemm.md), tried before the search
-    tuning_seeds = ({"BLOCK_K": 64, "SUBTILE": 0}, {"BLOCK_K": 64, "num_stages": 4, "WS": 1},
-                    {"BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 64, "SUBTILE": 0}, {"BLOCK_K": 64, "num_stages": 4})
+                      "num_stages": 3, "SUBTILE": 1, "WS": 0, "TF32X3": 0}
+    # float32's lead in three TF32 products and the configs that led at 2 bytes an element on the H200
+    # (docs/design/gemm.md), tried before the search
+    tuning_seeds = ({"BLOCK_N": 128, "SUBTILE": 0, "TF32X3": 1}, {"BLOCK_K": 64, "SUBTILE": 0},
+                    {"BLOCK_K": 64, "num_stages": 4, "WS": 1}, {"BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 64,
+                                                                "SUBTILE": 0}, {"BLOCK_K": 64, "num_stages": 4})
 
 
 # Blocks of the sums: a 32-channel × 128-element tile per step; a split reads at least SPLIT_ELEMENTS

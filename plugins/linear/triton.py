@@ -4,9 +4,9 @@ epilogue.
 Each program computes one BLOCK_M×BLOCK_N tile of C = A·B (+ bias per column), stepping over K by
 BLOCK_K with a float32 accumulator; tiles go in grouped order for L2 reuse. Operands are read through
 their strides, so y = x·wᵀ reads w as it is, and linear_backward's two products (g·w and gᵀ·x) use
-the same kernel through ``gemm``. fp16/bf16 go to the tensor cores; float32 stays IEEE (no TF32). The
-activation (the epilogue's ACTIVATION) acts on the float32 sums before the rounding; with ``pre`` the GEMM
-stores z and one elementwise pass makes y = act(z).
+the same kernel through ``gemm``. fp16/bf16 go to the tensor cores; float32 runs in IEEE float32, in TF32 where
+torch allows it, or as three TF32 products (the config's TF32X3). The activation (the epilogue's ACTIVATION) acts
+on the float32 sums before the rounding; with ``pre`` the GEMM stores z and one elementwise pass makes y = act(z).
 """
 
 from __future__ import annotations

@@ -15,9 +15,9 @@
 // wrapper checks: K and N multiples of 8 for fp16 / bf16, N a multiple of 4 for float32's B, aligned
 // pointers); the *_guarded one loads element by element and takes any M, N, K and any pointer.
 //
-// WGMMA 1 (fp16 / bf16 on sm_90, compiled for sm_90a): matmul_wgmma, Hopper's warpgroup MMAs fed by TMA copies
-// through an mbarrier ring from a producer warpgroup, a persistent grid (../_gemm/hopper.cuh). It needs 16-byte
-// aligned rows or columns; other calls and dtypes take the kernels here.
+// WGMMA 1 (fp16 / bf16, and float32 in TF32 with TF32 1, on sm_90, compiled for sm_90a): matmul_wgmma, Hopper's
+// warpgroup MMAs fed by TMA copies through an mbarrier ring from a producer warpgroup, a persistent grid
+// (../_gemm/hopper.cuh). It needs 16-byte aligned rows or columns; other calls and dtypes take the kernels here.
 #ifndef BM
 #define BM 128
 #endif
@@ -45,7 +45,7 @@
 // cp.async, ldmatrix and mma.sync m16n8k16
 #include "../_cuda/tensor_core.cuh"
 
-#if WGMMA && KZ_TENSOR_CORES
+#if WGMMA
 #include "../_gemm/hopper.cuh"
 #else
 

@@ -4,6 +4,9 @@ Both are cp.async pipelines over BK-deep tiles (STAGES in flight) with grouped b
 Each has an aligned entry point (16-byte cp.async) and a guarded one (any size, any pointer). WGMMA 1 is
 Hopper's kernel (sm_90, compiled for sm_90a; fp16/bf16 operands with 16-byte aligned rows or columns): warpgroup
 MMAs fed by a producer warpgroup's TMA copies through an mbarrier ring, on a persistent grid (../_gemm/hopper.cuh).
+It also runs float32 where torch allows TF32 products (``torch.backends.cuda.matmul.allow_tf32``): TF32 wgmma, whose
+operands are both K-major, so a row-major B (or any operand whose rows the TMA unit cannot read K-major) is first
+copied into K-major rows.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import torch
 from kernelzoo.backends.cuda import I64, CudaImplementation, Kernel, tensor_map, tensor_map_launch
 from kernelzoo.errors import UnsupportedError
 from kernelzoo.registry import Call
+from kernelzoo.tolerance import tf32_products
 
 from . import batched, output_shape
 
@@ -24,9 +28,30 @@ SIMT_TILE = 8  # TM = TN in cuda.cu: each float32 thread computes 8×8 outputs
 DEFAULT_SHARED_OPTIN = 227 * 1024  # H100; the device's own figure is used where torch reports it
 WGMMA_ACCUMULATORS = 128  # per consumer thread: 128 of them and their addressing fit the 232 registers it gets
 WGMMA_DEFAULTS = {"BK": 64, "WM": 64, "WN": 64}  # the mma.sync entries the Hopper kernel does not read
+TF32_BK = 32  # the Hopper kernel's k-tile in TF32: one 128-byte swizzled line of float32 a row
 SM_SHARED = 228 * 1024  # shared memory an SM has (H100, H200); the device's own figure is used where torch reports it
 SM_REGISTERS = 65536
 BLOCK_RESERVED_SHARED = 1024  # shared memory the system keeps per block from sm_80 on
+
+
+def k_major(t: torch.Tensor, transpose: Kernel | None = None) -> torch.Tensor:
+    """``t`` (batch, rows, K) as the TMA unit can read it K-major: itself where its rows are contiguous, 16-byte
+    aligned and 16 bytes apart (a batch of one needs no batch stride), else a copy whose rows are K elements of a
+    16-byte padded line. ``transpose`` (float32: hopper.cuh's k_major_copy) makes the copy of a ``t`` whose K
+    elements lie apart and whose rows lie together (a row-major B read as Bᵀ) in blocks through shared memory, where
+    an element-wise copy would read one element of each 32-byte sector it fetches."""
+    size = t.element_size()
+    strides_ok = all(s * size % 16 == 0 and s > 0 for s, n in zip(t.stride()[:-1], t.shape[:-1]) if n > 1)
+    if t.stride(-1) == 1 and strides_ok and t.data_ptr() % 16 == 0:
+        return t
+    (batch, rows, k), pitch = t.shape, -(-t.shape[-1] * size // 16) * 16 // size
+    padded = t.new_empty((batch, rows, pitch))
+    if transpose is not None and t.stride(-1) != 1 and t.numel():
+        transpose(t, padded, k, rows, I64(t.stride(0) if batch > 1 else 0), I64(t.stride(2)), I64(t.stride(1)),
+                  I64(pitch), grid=(-(-rows // 32), -(-k // 32), batch), block=(32, 8, 1))
+    else:
+        padded[..., :k].copy_(t)
+    return padded[..., :k]
 
 
 def tma_view(t: torch.Tensor) -> tuple[torch.Tensor, bool] | None:
@@ -157,10 +182,15 @@ class MatmulCuda(CudaImplementation):
         given (TMA_STORE's rows of C), or None. An operand is read as it lies where its rows or columns suit the TMA
         unit (tma_view), else from a contiguous copy, whose rows must then be 16-byte aligned."""
         a, b = call.inputs["a"], call.inputs["b"]
-        if call.dtype not in (torch.float16, torch.bfloat16):
-            return f"WGMMA takes float16 and bfloat16, not {call.dtype}"
+        if call.dtype == torch.float32:
+            if not tf32_products(call.dtype, call.device):
+                return "WGMMA takes float32 only in TF32, which torch.backends.cuda.matmul.allow_tf32 does not allow"
+            if config is not None and config["TMA_STORE"]:
+                return "TMA_STORE stores 16-bit outputs (a 128-byte line of 64), not float32"
+        elif call.dtype not in (torch.float16, torch.bfloat16):
+            return f"WGMMA takes float16, bfloat16 and float32 (in TF32), not {call.dtype}"
         for name, t, inner in (("a", a, "K"), ("b", b, "N")):
-            if t.shape[-1] % 8 and tma_view(t) is None:
+            if call.dtype != torch.float32 and t.shape[-1] % 8 and tma_view(t) is None:
                 return (f"WGMMA reads operands by TMA, which needs 16-byte aligned rows or columns: {name} of shape "
                         f"{tuple(t.shape)} and strides {t.stride()} has neither, and {inner} = {t.shape[-1]} is not "
                         "a multiple of 8")
@@ -191,6 +221,8 @@ class MatmulCuda(CudaImplementation):
         (_, m, k), n = a3.shape, b3.shape[-1]
         if k == 0:  # a tensor map has no empty dims
             return out.zero_()
+        if call.dtype == torch.float32:
+            return self.run_tf32(a3, b3, out, batch, config, threads, shared, props)
         # each operand as it lies where the TMA unit can read it, else a contiguous copy (new memory: aligned)
         a_view, a_columns = tma_view(a3) or (a3.clone(memory_format=torch.contiguous_format), False)
         b_view, b_columns = tma_view(b3) or (b3.clone(memory_format=torch.contiguous_format), False)
@@ -203,6 +235,25 @@ class MatmulCuda(CudaImplementation):
         blocks = props.multi_processor_count * self.resident_blocks(kernel, threads, shared, props)
         kernel(a_map, b_map, out, m, n, k, batch, int(a3.shape[0] > 1), int(b3.shape[0] > 1), *c_map,
                grid=min(tiles, blocks), block=threads, shared_mem=shared)
+        return out
+
+    def run_tf32(self, a3: torch.Tensor, b3: torch.Tensor, out: torch.Tensor, batch: int, config: Mapping[str, Any],
+                 threads: int, shared: int, props: Any) -> torch.Tensor:
+        """The Hopper kernel in TF32 over ``batch`` products (a3 or b3 of one broadcast): A's rows and Bᵀ's rows
+        K-major (k_major's copies where they are not), 32-deep k-tiles (one 128-byte line of float32), C stored from
+        registers."""
+        (_, m, k), n = a3.shape, b3.shape[-1]
+        specialization = {**config, "BK": TF32_BK, "TF32": 1, "A_COL_MAJOR": 0, "B_COL_MAJOR": 1}
+        kernel = self.kernel("matmul_wgmma", torch.float32, specialization)
+        # the operands, or their copies, held until the launch: a tensor map keeps an address, not the memory
+        transpose = self.kernel("k_major_copy", torch.float32, specialization)
+        a_rows, b_rows = k_major(a3, transpose), k_major(b3.transpose(-1, -2), transpose)
+        a_map = tensor_map(a_rows, (TF32_BK, config["BM"], 1))
+        b_map = tensor_map(b_rows, (TF32_BK, config["BN"], 1))
+        tiles = batch * -(-m // config["BM"]) * -(-n // config["BN"])
+        blocks = props.multi_processor_count * self.resident_blocks(kernel, threads, shared, props)
+        kernel(a_map, b_map, out, m, n, k, batch, int(a3.shape[0] > 1), int(b3.shape[0] > 1), grid=min(tiles, blocks),
+               block=threads, shared_mem=shared)
         return out
 
     def resident_blocks(self, kernel: Kernel, threads: int, shared: int, props: Any) -> int:

@@ -2,7 +2,8 @@
 
 On Hopper the tuned config usually takes the persistent TMA kernel; operands whose rows are not 16-byte aligned
 are copied aligned first. Any other layout (transposed, sliced, broadcast batch) is read as it lies. fp16/bf16
-go to the tensor cores, float32 stays IEEE float32 (no TF32).
+go to the tensor cores; float32 runs in IEEE float32, in TF32 where torch allows it, or as three TF32 products
+(the config's TF32X3; plugins/_gemm/triton.py).
 """
 
 from __future__ import annotations

@@ -7,9 +7,7 @@ warpgroups run m64nNk32 8-bit float wgmma on them, e4m3 or e5m2 each. Hopper's t
 less than float32, so every PROMOTE_K of K the kernel adds the wgmma sums into float32 ones and restarts them from
 zero (as cuBLAS does by default): two sets of sums, which is why a consumer thread holds at most 64 of each.
 An operand the TMA unit cannot read as it lies (a strided view, b row-major, an unaligned address) is copied
-first to contiguous K-major rows. K must be a multiple of the 128-deep k-tile: at K = 65, 200 and 1000 the
-results were wrong on the H200 (docs/design/gemm.md), so such calls are refused, and dispatch runs the triton
-plugin, until a GPU run shows them right again.
+first to contiguous K-major rows (K padded up to 16 bytes, the padding unread: the TMA unit reads zeros past K).
 """
 
 from __future__ import annotations
@@ -81,9 +79,6 @@ class ScaledMatmulCuda(CudaImplementation):
             ok, reason = tensor_map_launch()
             if not ok:
                 return f"the Hopper kernel takes tensor maps, and {reason}"
-            k = call.inputs["a"].shape[1]
-            if k % BK:
-                return f"the Hopper kernel takes K a multiple of {BK}, not K = {k}"
         return why
 
     @staticmethod
