@@ -182,16 +182,22 @@ def _candidates(op: Op, call: Call) -> list[Choice]:
     return found
 
 
+# torch's TF32 switch for matrix products, as its C binding reads it (30 ns; torch.backends.cuda.matmul.allow_tf32
+# goes through a module __getattr__ first): the GEMM ops key TF32 calls apart (their flag "tf32"), so what a call's
+# signature fixes holds under one setting of it
+_tf32_allowed = getattr(torch._C, "_get_cublas_allow_tf32", lambda: torch.backends.cuda.matmul.allow_tf32)
+
+
 def _signature(op: Op, call: Call, forced: str | None) -> tuple | None:
     """What choose() depends on: the op, the forced plugin, each input's shape, strides, dtype and device,
-    and the other arguments. None where an input is a tensor list: such calls are chosen afresh each time (as
-    are those whose arguments cannot be hashed, which choose() finds when it looks the key up)."""
+    the other arguments and torch's TF32 switch. None where an input is a tensor list: such calls are chosen afresh
+    each time (as are those whose arguments cannot be hashed, which choose() finds when it looks the key up)."""
     inputs = []
     for t in call.inputs.values():
         if not isinstance(t, torch.Tensor):
             return None
         inputs.append((t.shape, t.stride(), t.dtype, t.device))
-    return (op.name, forced, tuple(inputs), tuple(call.params.items()))
+    return (op.name, forced, tuple(inputs), tuple(call.params.items()), _tf32_allowed())
 
 
 def choose(op: Op, call: Call) -> Choice:
@@ -361,9 +367,6 @@ def run_op(op: str, *args: Any, **kwargs: Any) -> Any:
 _PLAIN = frozenset({int, float, bool, str, type(None), torch.dtype})
 _TENSORS = frozenset({torch.Tensor, torch.nn.Parameter})
 _grad_enabled = torch.is_grad_enabled
-# torch's switch as its C binding reads it (30 ns; torch.backends.cuda.matmul.allow_tf32 goes through a module
-# __getattr__ first)
-_tf32_allowed = getattr(torch._C, "_get_cublas_allow_tf32", lambda: torch.backends.cuda.matmul.allow_tf32)
 BOUND_LIMIT = 4096
 
 

@@ -111,10 +111,13 @@ def test_the_signature_holds_what_a_choice_and_the_checks_depend_on() -> None:
     # torch's TF32 switch: a float32 matmul keys TF32 calls apart on a GPU, so its choice holds under one setting
     before = torch.backends.cuda.matmul.allow_tf32
     try:
+        spec = registry.op("matmul")
+        call = spec.check(x, x.t())
         torch.backends.cuda.matmul.allow_tf32 = False
-        ieee = dispatch._key("matmul", True, (x, x.t()), {})
+        ieee = dispatch._key("matmul", True, (x, x.t()), {}), dispatch._signature(spec, call, None)
         torch.backends.cuda.matmul.allow_tf32 = True
-        assert dispatch._key("matmul", True, (x, x.t()), {}) != ieee
+        tf32 = dispatch._key("matmul", True, (x, x.t()), {}), dispatch._signature(spec, call, None)
+        assert tf32[0] != ieee[0] and tf32[1] != ieee[1]  # the fast path's and choose()'s memo
     finally:
         torch.backends.cuda.matmul.allow_tf32 = before
     # what it cannot describe takes the checked path every time
