@@ -122,6 +122,12 @@ def test_k_major_copies_lines_of_k_aligned_for_tma(make):
         assert lines.data_ptr() % 16 == 0 and lines.stride(-1) * t.element_size() % 16 == 0
 
 
+def test_k_major_refuses_more_matrices_than_a_grid_axis_holds():
+    _needs_triton()
+    with pytest.raises(UnsupportedError, match="65536 matrices exceeds the grid's 65535"):
+        gemm_triton.k_major(torch.zeros(65536, 2, 3, device=DEVICE))
+
+
 def test_tf32x3_applies_to_float32_without_tf32_only(monkeypatch):
     _needs_triton()
     config = {**SMALL, "TMA": 1, "SUBTILE": 0, "WS": 0, "TF32X3": 1}

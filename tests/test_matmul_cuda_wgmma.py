@@ -91,6 +91,8 @@ def test_tf32_stores_c_from_registers(monkeypatch):
     call = OP.check(torch.zeros(33, 60), torch.zeros(60, 36))  # any K and N: the operands are copied K-major
     assert IMPL.wgmma_unsupported(call, wgmma(TMA_STORE=0)) is None
     assert "TMA_STORE stores 16-bit outputs" in IMPL.wgmma_unsupported(call, wgmma(TMA_STORE=1))
+    many = OP.check(torch.zeros(65536, 2, 4), torch.zeros(4, 2))  # a grid z a matrix for the copies
+    assert "batch of up to 65535 (one grid z each), not 65536" in IMPL.wgmma_unsupported(many)
 
 
 @pytest.mark.parametrize(("make", "copied"), [

@@ -34,7 +34,7 @@ from kernelzoo.errors import UnsupportedError
 from kernelzoo.registry import FP8
 from kernelzoo.tolerance import tf32_products
 
-MAX_GRID_Y = 65535
+MAX_GRID_Y = MAX_GRID_Z = 65535
 TMA_ALIGN = 16  # bytes: TMA's alignment of a descriptor's base address and of every stride but the last
 
 
@@ -117,6 +117,9 @@ def k_major(t3: torch.Tensor) -> torch.Tensor:
     if t3.stride(-2) == 1 or t3.numel() == 0:
         return t3
     batch, k, c = t3.shape
+    if batch > MAX_GRID_Z:
+        raise UnsupportedError(f"triton gemm: a K-major copy of {batch} matrices exceeds the grid's {MAX_GRID_Z} on "
+                               "axis 2")
     per_line = TMA_ALIGN // t3.element_size()
     lines = t3.new_empty((batch, c, cdiv(max(k, 1), per_line) * per_line))
     grid = (cdiv(k, COPY_BLOCK), cdiv(c, COPY_BLOCK), batch)

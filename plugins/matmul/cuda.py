@@ -187,6 +187,9 @@ class MatmulCuda(CudaImplementation):
                 return "WGMMA takes float32 only in TF32, which torch.backends.cuda.matmul.allow_tf32 does not allow"
             if config is not None and config["TMA_STORE"]:
                 return "TMA_STORE stores 16-bit outputs (a 128-byte line of 64), not float32"
+            batch = max(t.shape[0] if t.dim() == 3 else 1 for t in (a, b))
+            if batch > MAX_GRID_Z:
+                return f"TF32's K-major copies take a batch of up to {MAX_GRID_Z} (one grid z each), not {batch}"
         elif call.dtype not in (torch.float16, torch.bfloat16):
             return f"WGMMA takes float16, bfloat16 and float32 (in TF32), not {call.dtype}"
         for name, t, inner in (("a", a, "K"), ("b", b, "N")):
