@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import sys
@@ -38,6 +39,7 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from kernelzoo import dispatch, ops
+from kernelzoo.db.lookup import WAIT_ENV
 from kernelzoo.registry import registry
 from kernelzoo.timing import time_rounds
 
@@ -323,6 +325,9 @@ def plot(rows: list[dict], path: Path) -> None:
 
 
 def main() -> int:
+    # the dispatch column is the tuned choice: the first call of a key waits for the tuning database (its first read
+    # imports the shipped winners) rather than running the default order meanwhile
+    os.environ.setdefault(WAIT_ENV, "60000")
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=".")
     parser.add_argument("--quick", action="store_true", help="N 1024 and 4096 only")
