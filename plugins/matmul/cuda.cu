@@ -45,7 +45,7 @@
 // cp.async, ldmatrix and mma.sync m16n8k16
 #include "../_cuda/tensor_core.cuh"
 
-#if WGMMA
+#if WGMMA && (KZ_TENSOR_CORES || TF32)  // IEEE float32 takes the SIMT kernel below whatever the config
 #include "../_gemm/hopper.cuh"
 #else
 
