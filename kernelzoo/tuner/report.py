@@ -11,11 +11,12 @@ from kernelzoo.tuner.tune import ShapeReport
 if TYPE_CHECKING:
     from kernelzoo.autotune import TuneReport
 
-# a time below the floor: inputs held in a cache whose bandwidth the floor does not count (CPU), or ceilings that are
-# too low (a calibration taken under load)
+# a time below the floor: inputs held in a cache whose bandwidth the floor does not count (CPU), a float32 product
+# on tensor cores (the float32 rate is cuBLAS's IEEE one), or ceilings that are too low (a calibration taken under load)
 RECALIBRATE = ("a '!' marks a time under the floor: the inputs fit in a cache faster than the measured bandwidth, "
-               "or the device's ceilings are too low (a calibration under load?); re-measure them with "
-               "`kernelzoo bench --calibrate`")
+               "the kernel's float32 products ran on the tensor cores (a config's TF32X3), whose rate the float32 "
+               "ceiling does not count, or the device's ceilings are too low (a calibration under load?); re-measure "
+               "them with `kernelzoo bench --calibrate`")
 
 
 def floor_pct(floor: float | None, ms: float) -> str:
