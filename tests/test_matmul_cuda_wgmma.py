@@ -11,6 +11,7 @@ import zlib
 
 import pytest
 import torch
+from kernelzoo_plugins._gemm.hopper import k_major
 from kernelzoo_plugins.matmul import cuda as matmul_cuda
 
 from kernelzoo.backends import cuda
@@ -104,7 +105,7 @@ def test_tf32_stores_c_from_registers(monkeypatch):
 ])
 def test_k_major_reads_rows_as_they_lie_or_copies_them_into_padded_lines(make, copied):
     t = make()
-    rows = matmul_cuda.k_major(t)
+    rows = k_major(t)
     assert (rows.data_ptr() != t.data_ptr()) == copied
     assert rows.stride(-1) == 1 and rows.data_ptr() % 16 == 0
     assert all(s * 4 % 16 == 0 for s, n in zip(rows.stride()[:-1], rows.shape[:-1]) if n > 1)

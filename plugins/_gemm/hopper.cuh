@@ -114,6 +114,18 @@ typedef long long i64;
 // wgmma descriptors and steps; mbarriers, TMA copies and setmaxnreg (tma.cuh, through it)
 #include "../_cuda/wgmma.cuh"
 
+// d (+)= A·B on one MMA step of a k-tile, in this build's instruction: A and B by descriptor, accumulate 0
+// overwriting d.
+__device__ __forceinline__ void hopper_step(float (&d)[BN / 2], u64 a, u64 b, int accumulate) {
+#if SCALED
+  wgmma_ss_f8(d, a, b, accumulate, A_F8{}, B_F8{});
+#elif TF32
+  wgmma_ss_tf32(d, a, b, accumulate);
+#else
+  wgmma_ss<A_COL_MAJOR, !B_COL_MAJOR>(d, a, b, accumulate, T{});
+#endif
+}
+
 // Tile t of the batch's tiles_m × tiles_n tiles: its batch z and first row and column.
 __device__ __forceinline__ void hopper_tile(int t, int tiles_m, int tiles_n, int& z, int& m0, int& n0) {
   const int per_batch = tiles_m * tiles_n, pid = t % per_batch;
@@ -281,8 +293,8 @@ extern "C" __global__ void __launch_bounds__(KERNEL_THREADS, 1)
         for (int kk = 0; kk < K_STEPS; ++kk)
 #pragma unroll
           for (int i = 0; i < MW; ++i)
-            wgmma_ss_f8(acc[i], a_desc + slot * A_UNITS + i * 64 * 128 / 16 + kk * 2,
-                        b_desc + slot * B_UNITS + kk * 2, kk > 0 || p > 0, A_F8{}, B_F8{});
+            hopper_step(acc[i], a_desc + slot * A_UNITS + i * 64 * 128 / 16 + kk * A_STEP,
+                        b_desc + slot * B_UNITS + kk * B_STEP, kk > 0 || p > 0);
         wgmma_commit();
         if (p + 1 < PROMOTE_TILES) {
           wgmma_wait<1>();  // k-tile it - 1's group has completed: its stage is free
@@ -308,15 +320,9 @@ extern "C" __global__ void __launch_bounds__(KERNEL_THREADS, 1)
 #pragma unroll
       for (int kk = 0; kk < K_STEPS; ++kk)
 #pragma unroll
-        for (int i = 0; i < MW; ++i) {
-#if TF32
-          wgmma_ss_tf32(acc[i], a_desc + slot * A_UNITS + i * 64 * 128 / 16 + kk * A_STEP,
-                        b_desc + slot * B_UNITS + kk * B_STEP, 1);
-#else
-          wgmma_ss<A_COL_MAJOR, !B_COL_MAJOR>(acc[i], a_desc + slot * A_UNITS + i * 64 * 128 / 16 + kk * A_STEP,
-                                              b_desc + slot * B_UNITS + kk * B_STEP, 1, T{});
-#endif
-        }
+        for (int i = 0; i < MW; ++i)
+          hopper_step(acc[i], a_desc + slot * A_UNITS + i * 64 * 128 / 16 + kk * A_STEP,
+                      b_desc + slot * B_UNITS + kk * B_STEP, 1);
       wgmma_commit();
       wgmma_wait<1>();  // k-tile it - 1's group has completed: its stage is free
       if (kt > 0) mbar_arrive(&empty[(it - 1) % STAGES]);

@@ -113,7 +113,7 @@ COPY_BLOCK = 64
 def k_major(t3: torch.Tensor) -> torch.Tensor:
     """A (batch, K, C) operand with K its unit-stride dim: itself where it is, else a copy whose C lines of K elements
     are 16-byte padded (as TMA reads them), made by k_major_copy_kernel in blocks (an element-wise copy of the
-    transpose reads one element of each sector it fetches)."""
+    transpose would read across rows)."""
     if t3.stride(-2) == 1 or t3.numel() == 0:
         return t3
     batch, k, c = t3.shape

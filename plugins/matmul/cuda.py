@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
+from kernelzoo_plugins._gemm.hopper import PersistentGrid, k_major
 
 from kernelzoo.backends.cuda import I64, CudaImplementation, Kernel, tensor_map, tensor_map_launch
 from kernelzoo.errors import UnsupportedError
@@ -29,29 +30,6 @@ DEFAULT_SHARED_OPTIN = 227 * 1024  # H100; the device's own figure is used where
 WGMMA_ACCUMULATORS = 128  # per consumer thread: 128 of them and their addressing fit the 232 registers it gets
 WGMMA_DEFAULTS = {"BK": 64, "WM": 64, "WN": 64}  # the mma.sync entries the Hopper kernel does not read
 TF32_BK = 32  # the Hopper kernel's k-tile in TF32: one 128-byte swizzled line of float32 a row
-SM_SHARED = 228 * 1024  # shared memory an SM has (H100, H200); the device's own figure is used where torch reports it
-SM_REGISTERS = 65536
-BLOCK_RESERVED_SHARED = 1024  # shared memory the system keeps per block from sm_80 on
-
-
-def k_major(t: torch.Tensor, transpose: Kernel | None = None) -> torch.Tensor:
-    """``t`` (batch, rows, K) as the TMA unit can read it K-major: itself where its rows are contiguous, 16-byte
-    aligned and 16 bytes apart (a batch of one needs no batch stride), else a copy whose rows are K elements of a
-    16-byte padded line. ``transpose`` (float32: hopper.cuh's k_major_copy) makes the copy of a ``t`` whose K
-    elements lie apart and whose rows lie together (a row-major B read as Bᵀ) in blocks through shared memory, where
-    an element-wise copy would read one element of each 32-byte sector it fetches."""
-    size = t.element_size()
-    strides_ok = all(s * size % 16 == 0 and s > 0 for s, n in zip(t.stride()[:-1], t.shape[:-1]) if n > 1)
-    if t.stride(-1) == 1 and strides_ok and t.data_ptr() % 16 == 0:
-        return t
-    (batch, rows, k), pitch = t.shape, -(-t.shape[-1] * size // 16) * 16 // size
-    padded = t.new_empty((batch, rows, pitch))
-    if transpose is not None and t.stride(-1) != 1 and t.numel():
-        transpose(t, padded, k, rows, I64(t.stride(0) if batch > 1 else 0), I64(t.stride(2)), I64(t.stride(1)),
-                  I64(pitch), grid=(-(-rows // 32), -(-k // 32), batch), block=(32, 8, 1))
-    else:
-        padded[..., :k].copy_(t)
-    return padded[..., :k]
 
 
 def tma_view(t: torch.Tensor) -> tuple[torch.Tensor, bool] | None:
@@ -68,7 +46,7 @@ def tma_view(t: torch.Tensor) -> tuple[torch.Tensor, bool] | None:
     return None
 
 
-class MatmulCuda(CudaImplementation):
+class MatmulCuda(PersistentGrid, CudaImplementation):
     op = "matmul"
     # Block tile BM×BN×BK, warp tile WM×WN (tensor cores), STAGES tiles in flight. Threads: 32 per warp
     # of the (BM/WM)×(BN/WN) warp grid for fp16/bf16, (BM/8)·(BN/8) for float32. Shared memory:
@@ -258,12 +236,3 @@ class MatmulCuda(CudaImplementation):
         kernel(a_map, b_map, out, m, n, k, batch, int(a3.shape[0] > 1), int(b3.shape[0] > 1), grid=min(tiles, blocks),
                block=threads, shared_mem=shared)
         return out
-
-    def resident_blocks(self, kernel: Kernel, threads: int, shared: int, props: Any) -> int:
-        """How many blocks of the persistent ``kernel`` an SM holds at once, by its shared memory and registers (the
-        register count asked once per kernel, allocated 8 at a time): the grid is that many blocks an SM."""
-        registers = self.__dict__.setdefault("_registers", {})
-        if kernel not in registers:
-            registers[kernel] = -(-kernel.attributes()["registers"] // 8) * 8
-        by_shared = getattr(props, "shared_memory_per_multiprocessor", SM_SHARED) // (shared + BLOCK_RESERVED_SHARED)
-        return max(1, min(by_shared, SM_REGISTERS // (registers[kernel] * threads)))

@@ -16,8 +16,9 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
+from kernelzoo_plugins._gemm.hopper import PersistentGrid, k_major
 
-from kernelzoo.backends.cuda import CudaImplementation, Kernel, tensor_map, tensor_map_launch
+from kernelzoo.backends.cuda import CudaImplementation, tensor_map, tensor_map_launch
 from kernelzoo.backends.cuda.compiler import dtype_define
 from kernelzoo.errors import UnsupportedError
 from kernelzoo.registry import FP8, Call, dtype_name, parse_dtype
@@ -27,24 +28,10 @@ from . import capability, out_dtype, rowwise
 BK = 128  # a k-tile: one 128-byte swizzled line of 8-bit floats a row
 SUMS = 128  # registers of sums a consumer thread holds: the wgmma accumulators and the float32 totals together
 DEFAULT_SHARED_OPTIN = 227 * 1024  # H100, H200; the device's own figure is used where torch reports it
-SM_SHARED = 228 * 1024
-SM_REGISTERS = 65536
-BLOCK_RESERVED_SHARED = 1024  # shared memory the system keeps per block from sm_80 on
 F8_TYPES = {torch.float8_e4m3fn: "kz_e4m3", torch.float8_e5m2: "kz_e5m2"}
 
 
-def k_major(t: torch.Tensor) -> torch.Tensor:
-    """``t`` (rows × K, 8-bit floats) as the TMA unit can read it: itself where its rows are contiguous, 16-byte
-    aligned and 16 bytes apart, else a copy whose rows are K elements of a 16-byte padded line."""
-    rows, k = t.shape
-    if t.stride(1) == 1 and (t.stride(0) % 16 == 0 or rows == 1) and t.data_ptr() % 16 == 0:
-        return t
-    padded = t.new_empty((rows, -(-k // 16) * 16))
-    padded[:, :k].copy_(t)
-    return padded[:, :k]
-
-
-class ScaledMatmulCuda(CudaImplementation):
+class ScaledMatmulCuda(PersistentGrid, CudaImplementation):
     op = "scaled_matmul"
     dtypes = {"cuda": FP8}  # a's dtype; the output's is out_dtype
     # Block tile BM×BN over CONSUMERS warpgroups of BM/CONSUMERS rows (whole m64 blocks), STAGES k-tiles in flight,
@@ -125,9 +112,9 @@ class ScaledMatmulCuda(CudaImplementation):
         kernel = self.kernel("scaled_matmul_wgmma", call.dtype, specialization)
         # the operands (or their copies) held until the launch: a tensor map keeps an address, not the memory, and a
         # copy freed before the launch may be handed to the next allocation (the other operand's copy)
-        a_rows, b_rows = k_major(a), k_major(b.t())
-        a_map = tensor_map(a_rows.unsqueeze(0), (BK, config["BM"], 1))
-        b_map = tensor_map(b_rows.unsqueeze(0), (BK, config["BN"], 1))
+        a_rows, b_rows = k_major(a.unsqueeze(0)), k_major(b.t().unsqueeze(0))
+        a_map = tensor_map(a_rows, (BK, config["BM"], 1))
+        b_map = tensor_map(b_rows, (BK, config["BN"], 1))
         c_map = (tensor_map(out.view(1, m, n), (64, 64, 1)),) if config["TMA_STORE"] else ()
         scale_a = call.inputs["scale_a"].reshape(-1).contiguous()
         scale_b = call.inputs["scale_b"].reshape(-1).contiguous()
@@ -136,12 +123,3 @@ class ScaledMatmulCuda(CudaImplementation):
         kernel(a_map, b_map, out, m, n, k, 1, 0, 0, *c_map, scale_a, scale_b, bias, grid=min(tiles, blocks),
                block=threads, shared_mem=shared)
         return out
-
-    def resident_blocks(self, kernel: Kernel, threads: int, shared: int, props: Any) -> int:
-        """How many blocks of the persistent ``kernel`` an SM holds at once, by shared memory and registers (asked
-        once per kernel, allocated 8 at a time): the grid is that many blocks an SM."""
-        registers = self.__dict__.setdefault("_registers", {})
-        if kernel not in registers:
-            registers[kernel] = -(-kernel.attributes()["registers"] // 8) * 8
-        by_shared = getattr(props, "shared_memory_per_multiprocessor", SM_SHARED) // (shared + BLOCK_RESERVED_SHARED)
-        return max(1, min(by_shared, SM_REGISTERS // (registers[kernel] * threads)))
