@@ -1,7 +1,7 @@
 """Attention forward and backward on the GPU: kernelzoo's plugins against torch's SDPA backends
 (FlashAttention-2, cuDNN, memory-efficient), per shape, in one run.
 
-    python scripts/attention_bench.py [--out DIR] [--quick] [--fp8] [--winners tuning_db/h200.json]
+    python scripts/attention_bench.py [--out DIR] [--quick] [--fp8 | --fp8-only] [--winners tuning_db/h200.json]
 
 Shapes: float16, D 64 and 128, causal and not, N 1024 / 4096 / 16384 with B=4, H=32,
 and N=16384 with B=1. Every candidate is checked against torch's FLASH backend on the same inputs before it is
@@ -15,9 +15,10 @@ markdown table (with the speed targets met, and the tuned dispatch against the f
 (attention_bench.png) under --out, and prints the tables.
 
 --fp8 adds, per shape, the forward on float8_e4m3fn q, k, v (amax-quantized per kv head): the triton plugin with
-P·V in FP8 and in float16 (PV_FP8 1 and 0), each with the op's own verdict against the float64 reference of the
-dequantized inputs (skipped past 4·32·4096² scores, where that reference takes minutes), and the dispatched call,
-against cuDNN's float16 forward of the same shape.
+P·V in FP8 and in float16 (PV_FP8 1 and 0), the cuda plugin (head dim 128; the stored config with --winners), each
+with the op's own verdict against the float64 reference of the dequantized inputs (skipped past 4·32·4096² scores,
+where that reference takes minutes), and the dispatched call, against cuDNN's float16 forward of the same shape
+(--fp8-only: those rows alone).
 
 --wall adds the wall time of 200 calls in a row at (4, 32, 1024, 64), forward and forward + backward through
 autograd, host time included, the dispatched call against cuDNN's (--wall-only: those rows alone).
@@ -142,7 +143,8 @@ def bench_shape(b: int, h: int, n: int, d: int, causal: bool, budget_ms: float, 
 VERIFY_LIMIT = 4 * 32 * 4096 * 4096  # scores past which the FP8 rows are not checked against float64
 
 
-def bench_fp8(b: int, h: int, n: int, d: int, causal: bool, budget_ms: float, rounds: int) -> dict:
+def bench_fp8(b: int, h: int, n: int, d: int, causal: bool, budget_ms: float, rounds: int,
+              stored: dict[tuple, dict]) -> dict:
     """The FP8 forward of one shape (e4m3, descales per kv head) against cuDNN's float16 forward."""
     from kernelzoo_plugins._flash.fp8 import quantized_inputs
 
@@ -152,15 +154,19 @@ def bench_fp8(b: int, h: int, n: int, d: int, causal: bool, budget_ms: float, ro
     (q, k, v), descales = quantized_inputs(*x, torch.float8_e4m3fn, "head")
     spec, impl = registry.op("attention"), registry.impl("attention", "triton")
     call = spec.check(q, k, v, causal=causal, **descales)
-    row: dict = {"shape": f"{b}x{h}x{n}x{d}", "causal": causal, "verdicts": {}}
+    row: dict = {"shape": f"{b}x{h}x{n}x{d}", "causal": causal, "verdicts": {}, "configs": {}}
     timed: dict[str, Callable[[], object]] = {"cudnn fp16": lambda: sdpa(SDPBackend.CUDNN_ATTENTION, *half, causal)}
     reference = spec.reference(call) if b * h * n * n <= VERIFY_LIMIT else None
-    for pv in (0, 1):
-        config = impl.config({"PV_FP8": pv})
-        name = f"triton PV_FP8={pv}"
-        timed[name] = lambda c=config: impl.run(call, c)
+    candidates = [(f"triton PV_FP8={pv}", impl, impl.config({"PV_FP8": pv})) for pv in (0, 1)]
+    cuda = registry.impl("attention", "cuda")
+    if registry.availability(cuda) and not cuda.supports(call):
+        stored_config = stored.get(("attention", "cuda", "float8_e4m3fn", *key_text((b, h, n, d, causal))))
+        candidates.append(("cuda", cuda, cuda.config(stored_config)))
+    for name, plugin, config in candidates:
+        row["configs"][name] = config
+        timed[name] = lambda p=plugin, c=config: p.run(call, c)
         if reference is not None:
-            why = spec.verify(call, impl.run(call, config), reference)
+            why = spec.verify(call, plugin.run(call, config), reference)
             row["verdicts"][name] = "meets the tolerance" if why is None else f"misses it: {why.what[:90]}"
     timed["dispatch"] = lambda: ops.attention(q, k, v, causal=causal, **descales)
     row["dispatch_choice"] = dispatch.explain("attention", q, k, v, causal=causal, **descales).plugin
@@ -219,16 +225,19 @@ def wall_table(row: dict) -> str:
 
 
 def fp8_table(rows: list[dict]) -> str:
-    names = ["cudnn fp16", "triton PV_FP8=0", "triton PV_FP8=1", "dispatch"]
-    lines = ["| shape B×H×N×D | causal | " + " | ".join(names) + " | PV_FP8=0 / cuDNN | PV_FP8=1 verdict |",
-             "|---|---|" + "---:|" * len(names) + "---:|---|"]
+    names = ["cudnn fp16", "triton PV_FP8=0", "triton PV_FP8=1", "cuda", "dispatch"]
+    lines = ["| shape B×H×N×D | causal | " + " | ".join(names) + " | PV_FP8=0 / cuDNN | cuda / cuDNN | cuda verdict "
+             "| PV_FP8=1 verdict |", "|---|---|" + "---:|" * len(names) + "---:|---:|---|---|"]
     for r in rows:
         tf = r["tflops"]
         cells = [f"{tf[name]:.0f}" if tf.get(name) else "–" for name in names]
         cells[-1] += f" ({r['dispatch_choice']})"
-        ratio = tf["triton PV_FP8=0"] / tf["cudnn fp16"]
-        lines.append(f"| {r['shape']} | {'yes' if r['causal'] else 'no'} | " + " | ".join(cells)
-                     + f" | {ratio:.2f}× | {r['verdicts'].get('triton PV_FP8=1', 'not checked')} |")
+        ratios = [f"{tf[name] / tf['cudnn fp16']:.2f}×" if tf.get(name) else "–"
+                  for name in ("triton PV_FP8=0", "cuda")]
+        verdicts = [r["verdicts"].get(name, "not checked" if name in r["configs"] else "–")
+                    for name in ("cuda", "triton PV_FP8=1")]
+        lines.append(f"| {r['shape']} | {'yes' if r['causal'] else 'no'} | " + " | ".join(cells + ratios + verdicts)
+                     + " |")
     return "\n".join(lines)
 
 
@@ -335,6 +344,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--winners", help="a winners export whose configs the triton and cuda columns run")
     parser.add_argument("--fp8", action="store_true", help="also the FP8 forward per shape")
+    parser.add_argument("--fp8-only", action="store_true", help="only the FP8 rows")
     parser.add_argument("--wall", action="store_true",
                         help="also the wall time of calls in a row at B=4, H=32, N=1024, D=64 (host time included)")
     parser.add_argument("--wall-only", action="store_true", help="only the wall-time rows")
@@ -348,12 +358,14 @@ def main() -> int:
     if args.wall_only:
         print(wall_table(wall))
         return 0
-    for shape in shapes(args.quick):
+    for shape in shapes(args.quick) if not args.fp8_only else ():
         rows.append(bench_shape(*shape, budget_ms=args.budget_ms, rounds=args.rounds,
                                 stored=stored))
         print(json.dumps({k: rows[-1][k] for k in ("shape", "causal", "fwd_tflops", "bwd_tflops")}), flush=True)
-    fp8 = [bench_fp8(*shape, budget_ms=args.budget_ms, rounds=args.rounds) for shape in shapes(args.quick)
-           ] if args.fp8 else []
+    fp8 = []
+    for shape in shapes(args.quick) if args.fp8 or args.fp8_only else ():
+        fp8.append(bench_fp8(*shape, budget_ms=args.budget_ms, rounds=args.rounds, stored=stored))
+        print(json.dumps({k: fp8[-1][k] for k in ("shape", "causal", "tflops")}), flush=True)
     meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
             "triton": __import__("triton").__version__, "python": platform.python_version(),
             "date": time.strftime("%Y-%m-%d"), "seconds": round(time.perf_counter() - start, 1),
@@ -361,10 +373,11 @@ def main() -> int:
             "rounds": args.rounds, "budget_ms": args.budget_ms}
     (out / "attention_bench.json").write_text(json.dumps({"meta": meta, "rows": rows, "fp8": fp8, "wall": wall},
                                                          indent=1))
-    text = (table(rows) + "\n\n" + targets(rows) + ("\n\n" + fp8_table(fp8) if fp8 else "")
-            + ("\n\n" + wall_table(wall) if wall else ""))
+    text = "\n\n".join(part for part in (table(rows) + "\n\n" + targets(rows) if rows else "",
+                                          fp8_table(fp8) if fp8 else "", wall_table(wall) if wall else "") if part)
     (out / "attention_bench.md").write_text(text + "\n")
-    plot(rows, out / "attention_bench.png")
+    if rows:
+        plot(rows, out / "attention_bench.png")
     print(json.dumps(meta))
     print(text)
     wrong = {k: v for r in rows for k, v in r["errors"].items() if isinstance(v, float) and v > 2e-2}

@@ -315,3 +315,27 @@ def test_the_backward_hopper_defaults_compile_for_sm90a_without_serialized_mmas(
     _, log = ptxas_report(BWD, defines, "sm_90a")
     assert "serialized" not in log
     assert max(spills(log)) <= (64 if masked and d == 128 else 0)
+
+
+@pytest.mark.skipif(not cuda.compile_available()[0], reason="NVRTC not available")
+@pytest.mark.parametrize(("kind", "causal", "masked", "overrides"), [
+    ("float8_e4m3fn", False, False, {}), ("float8_e5m2", True, False, {}),
+    ("float8_e4m3fn", False, True, {"BLOCK_N": 64, "PRODUCER": 2}),
+    ("float8_e4m3fn", False, False, {"WARPS": 12, "BLOCK_M": 192, "PRODUCER": 0, "OVERLAP": 0}),
+    ("float8_e4m3fn", True, False, {"WARPS": 4, "BLOCK_M": 64, "PRODUCER": 2}),
+])
+def test_the_fp8_kernel_compiles_for_sm90a_without_spills_or_serialized_mmas(kind, causal, masked, overrides):
+    """The FP8 forward (8-bit Q·Kᵀ, float16 P·V): 143-191 registers and no spill through NVRTC 13.5, the wgmma
+    chains asynchronous."""
+    dtype = getattr(torch, kind)
+    q = torch.zeros((1, 2, 33, 128)).to(dtype)
+    mask = {"attn_mask": torch.ones((33, 33), dtype=torch.bool)} if masked else {}
+    call = OP.check(q, q, q, causal=causal, **mask)
+    config = IMPL.config({"WGMMA": 1, "WARPS": 8, "BLOCK_N": 128, "STAGES": 3, "PRODUCER": 3, "OVERLAP": 1,
+                          **overrides})
+    IMPL.shared_memory(call, config)
+    defines = IMPL.defines(dtype, {**attention_cuda.call_defines(call, config), "SCALE_POSITIVE": 0})
+    cubin, log = ptxas_report(IMPL, {k: v for k, v in defines.items() if k != "T"}, "sm_90a", defines["T"])
+    assert cubin[:4] == b"\x7fELF" and "'attention_forward' for 'sm_90a'" in log
+    assert "serialized" not in log
+    assert spills(log) == [0]

@@ -1,16 +1,21 @@
 """FP8 attention: float8_e4m3fn / float8_e5m2 q, k, v with FlashAttention-3's descales and out_dtype. What a call
 means (the dequantized inputs, per tensor or per kv head), the errors and autograd's refusal, the tuning key, the
-cuda plugin's refusal, and the Triton kernel's two P·V precisions (in Triton's interpreter on the CPU, for real on
-a GPU, where the sizes are the benchmarks' scale). The conformance suite runs every plugin on the FP8 cases."""
+cuda plugin's FP8 kernel (its fit and layouts here; its results on an sm_90 GPU), and the Triton kernel's two P·V
+precisions (in Triton's interpreter on the CPU, for real on a GPU, where the sizes are the benchmarks' scale). The
+conformance suite runs every plugin on the FP8 cases."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 import torch.nn.functional as F
+from kernelzoo_plugins._flash import cuda as flash_cuda
+from kernelzoo_plugins._flash.cuda import sm90
 from kernelzoo_plugins._flash.fp8 import dequantized, descale_views, quantized_inputs
 from kernelzoo_plugins._flash.triton import has_tma
+from kernelzoo_plugins.attention import cuda as cuda_module
 from kernelzoo_plugins.attention import triton as triton_module
+from kernelzoo_plugins.attention.cuda import float16_pairs
 from kernelzoo_plugins.attention.triton import keys_contiguous
 
 import kernelzoo
@@ -116,11 +121,67 @@ def test_tuning_key_and_plan() -> None:
 
 # --- plugins -------------------------------------------------------------------------------------
 
-def test_cuda_plugin_declares_no_fp8() -> None:
-    """The cuda plugin has no FP8 kernel: it declares the half floats alone, so supports() refuses an FP8 call on
-    a GPU (test_gpu_dispatch_runs_triton_and_cuda_refuses) and dispatch goes on to the triton plugin."""
-    declared = registry.impl("attention", "cuda").dtypes
-    assert set(declared) == {"cuda"} and not set(declared["cuda"]) & {E4M3, E5M2}
+CUDA = registry.impl("attention", "cuda")
+HOPPER_128 = CUDA.hopper_defaults[128][0]  # two consumer warpgroups, a producer warpgroup, FlashAttention-3's order
+
+
+def fp8_call(d: int, kind: torch.dtype = E4M3, out: torch.dtype = torch.bfloat16):
+    q = torch.zeros((1, 2, 33, d)).to(kind)
+    return OP.check(q, q, q, out_dtype=out)
+
+
+def test_cuda_plugin_fits_fp8_calls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cuda plugin declares both 8-bit floats. The warpgroup-MMA configs multiply Q·Kᵀ in them at head dim 128,
+    their q and K tiles holding bytes (half the 16-bit tiles) and V tiles float16; other configs and head dims run
+    float16 copies of q, k and v in the 16-bit tiles."""
+    monkeypatch.setattr(flash_cuda, "shared_limit", lambda device: 227 * 1024)  # the H100's and H200's
+    assert {E4M3, E5M2} <= set(CUDA.dtypes["cuda"])
+    for d, overrides in ((64, {"WARPS": 8}), (80, {"WARPS": 8}), (128, {"WARPS": 8}),
+                         (64, CUDA.hopper_defaults[64][0])):
+        config = CUDA.config(overrides)
+        assert CUDA.shared_memory(fp8_call(d), config) == CUDA.shared_memory(
+            OP.check(*(torch.zeros((1, 2, 33, d), dtype=torch.float16),) * 3), config)
+    call = fp8_call(128)
+    config = CUDA.config({"WGMMA": 1, "WARPS": 8, "BLOCK_N": 128, "STAGES": 3})
+    # q (128 rows) and 3 stages of K (128 keys), a byte a column, 3 of V, two; 1024 bytes to align them
+    assert CUDA.shared_memory(call, config) == {"attention_forward": 1024 + 128 * (128 + 3 * 128) + 2 * 128 * 3 * 128}
+    # o leaves through rows of 136 float16 from the q tile on: 192 rows need more than the tiles of 32-key stages
+    wide = CUDA.config({"WGMMA": 1, "WARPS": 12, "BLOCK_M": 192, "BLOCK_N": 32, "STAGES": 2})
+    assert CUDA.shared_memory(call, wide) == {"attention_forward": 1024 + 2 * 136 * 192}
+
+
+def test_cuda_fp8_defines() -> None:
+    """T is float16 (V's type, and q's and k's 16-bit views), QK_F8 the 8-bit kind, O_T o's type."""
+    config = CUDA.config(HOPPER_128)
+    assert CUDA.defines(E5M2, {**config, "out": "float16"}) == {**CUDA.defines(torch.float16, config),
+                                                              "QK_F8": "kz_e5m2", "O_T": "kz_half"}
+    assert CUDA.defines(E4M3, config)["O_T"] == "kz_bf16" and CUDA.defines(E4M3, config)["QK_F8"] == "kz_e4m3"
+
+
+def test_cuda_fp8_default_fits_the_hopper_configs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On an sm_90 device an FP8 call given the default runs FP8's Hopper default at head dim 128 (four stages of the
+    8-bit tiles), and the 16-bit Hopper default at 64."""
+    monkeypatch.setattr(cuda_module, "sm90", lambda device: True)
+    monkeypatch.setattr(flash_cuda, "shared_limit", lambda device: 227 * 1024)
+    assert CUDA.fitted(fp8_call(128), CUDA.config()) == CUDA.config(CUDA.fp8_defaults[0])
+    assert CUDA.fitted(fp8_call(64), CUDA.config()) == CUDA.config(CUDA.hopper_defaults[64][0])
+
+
+def test_float16_pairs() -> None:
+    """q and k reach the FP8 kernel as float16 views of their bytes (no copy where the rows are 16-byte aligned),
+    else copied into rows padded to 16 bytes."""
+    x = torch.randn(2, 5, 3, 128).to(E4M3)
+    pairs = float16_pairs(x.transpose(1, 2))  # a projection's (B, N, H, D) layout: read in place
+    assert pairs.shape == (2, 3, 5, 64) and pairs.data_ptr() == x.data_ptr()
+    assert torch.equal(pairs.view(E4M3).float(), x.transpose(1, 2).float())
+    odd = torch.randn(2, 3, 5, 120).to(E4M3)  # rows of 120 bytes: the kernel reads their last chunk whole
+    pairs = float16_pairs(odd)
+    assert pairs.shape == (2, 3, 5, 60) and pairs.stride()[:3] == (3 * 5 * 64, 5 * 64, 64)
+    assert torch.equal(pairs.view(E4M3).float(), odd.float())
+    padding = pairs.as_strided((2, 3, 5, 4), pairs.stride(), pairs.storage_offset() + 60)
+    assert not padding.view(torch.uint8).any()
+    wide = torch.randn(2, 3, 5, 136).to(E4M3)[..., :120]  # 120 bytes of 136-byte rows: the rest is not q's
+    assert float16_pairs(wide).data_ptr() != wide.data_ptr()
 
 
 def test_keys_contiguous() -> None:
@@ -219,13 +280,75 @@ def test_gpu_pv_precisions(kind: torch.dtype, causal: bool, kv_heads: int) -> No
     check_pv_precisions(2, 4, kv_heads, 1000, 128, kind, causal)
 
 
+SM90 = GPU and sm90(torch.device("cuda"))
+sm90_only = pytest.mark.skipif(not SM90, reason="the cuda plugin's FP8 kernel runs on an sm_90 (Hopper) GPU; none here")
+
+
 @gpu_only
-def test_gpu_dispatch_runs_triton_and_cuda_refuses() -> None:
-    (q, k, v), ds = quantized(2, 4, 2, 1000, 128, E4M3, "head", device="cuda")
+@pytest.mark.parametrize("d", [64, 128])
+def test_gpu_dispatch_runs_fp8(d: int) -> None:
+    """The untuned order runs the cuda plugin first on a GPU: the 8-bit product at head dim 128 on sm_90, the
+    16-bit one elsewhere."""
+    (q, k, v), ds = quantized(2, 4, 2, 1000, d, E4M3, "head", device="cuda")
     call = OP.check(q, k, v, causal=True, **ds)
-    assert kernelzoo.explain("attention", q, k, v, causal=True, **ds).plugin == "triton"
+    assert kernelzoo.explain("attention", q, k, v, causal=True, **ds).plugin == "cuda"
     o = kernelzoo.ops.attention(q, k, v, causal=True, **ds)
     ref = OP.reference(call)
     assert OP.verify(call, (o, ref[1].float()), ref) is None  # o alone is returned: lse is the reference's
-    with kernelzoo.use("cuda"), pytest.raises(UnsupportedError, match="not float8_e4m3fn"):
-        kernelzoo.ops.attention(q, k, v, **ds)
+
+
+def cuda_fp8_configs() -> list[dict]:
+    """The head dim 128 Hopper defaults and tuning seeds of the cuda plugin, each once."""
+    configs = []
+    for overrides in (*CUDA.hopper_defaults[128], *CUDA.tuning_seeds, {"STAGES": 4, **CUDA.hopper_defaults[128][0]}):
+        if overrides.get("WGMMA") and CUDA.config(overrides) not in configs:
+            configs.append(CUDA.config(overrides))
+    return configs
+
+
+@sm90_only
+@pytest.mark.parametrize("config", cuda_fp8_configs(), ids=lambda c: "-".join(f"{k}{v}" for k, v in c.items()
+                                                                                 if k != "Q_REGS"))
+@pytest.mark.parametrize(("kind", "causal", "kv_heads", "descale", "out", "n", "d"), [
+    (E4M3, False, 4, "head", torch.bfloat16, 1000, 128),
+    (E4M3, True, 2, "tensor", torch.float16, 1000, 128),
+    (E5M2, True, 4, "head", torch.bfloat16, 77, 128),
+    (E4M3, False, 2, "head", torch.float16, 300, 120),  # 120-byte rows: copied into padded ones
+], ids=["e4m3-mha", "e4m3-gqa-causal-tensor-fp16", "e5m2-n77-causal", "e4m3-d120"])
+def test_gpu_cuda_fp8_meets_the_tolerance(config: dict, kind: torch.dtype, causal: bool, kv_heads: int,
+                                          descale: str, out: torch.dtype, n: int, d: int) -> None:
+    (q, k, v), ds = quantized(2, 4, kv_heads, n, d, kind, descale, device="cuda", seed=n + d + causal)
+    call = OP.check(q, k, v, causal=causal, out_dtype=out, **ds)
+    result = CUDA.run(call, config)
+    assert result[0].dtype == out
+    assert OP.verify(call, result, OP.reference(call)) is None
+    # the same as the triton plugin's P·V with P in float16, to within their sums' order
+    triton = registry.impl("attention", "triton").run(call, registry.impl("attention", "triton").config())
+    torch.testing.assert_close(result[0].float(), triton[0].float(), atol=2e-2, rtol=2e-2)
+
+
+@gpu_only
+@pytest.mark.parametrize(("config", "d"), [
+    *((c, d) for c in ({"Q_REGS": 0}, {"WARPS": 8}, {"WARPS": 4, "BLOCK_N": 32, "Q_REGS": 0}) for d in (64, 80, 128)),
+    *((c, 64) for c in CUDA.hopper_defaults[64])], ids=str)
+def test_gpu_cuda_fp8_in_float16_products(config: dict, d: int) -> None:
+    """The mma.sync configs run FP8 calls on float16 copies of q, k and v (any GPU, any head dim), and so do the
+    warpgroup kernel's configs at head dim 64 (on sm_90)."""
+    if config.get("WGMMA") and not SM90:
+        pytest.skip("the warpgroup kernel runs on sm_90 (Hopper) GPUs; this one is not")
+    (q, k, v), ds = quantized(2, 4, 2, 333, d, E5M2, "head", device="cuda", seed=d)
+    call = OP.check(q, k, v, causal=True, out_dtype=torch.float16, **ds)
+    result = CUDA.run(call, CUDA.config(config))
+    assert result[0].dtype == torch.float16
+    assert OP.verify(call, result, OP.reference(call)) is None
+
+
+@sm90_only
+def test_gpu_cuda_fp8_masked_and_far_scales() -> None:
+    """A bool attn_mask, and descales far from 1 (q's ×40, k's ×1/40, v's ×300), on the Hopper default."""
+    g = torch.Generator().manual_seed(5)
+    x = [torch.randn((1, 2, 200, 128), generator=g) * m for m in (40.0, 1 / 40, 300.0)]
+    (q, k, v), ds = quantized_inputs(*(t.cuda() for t in x), E4M3, "head")
+    mask = torch.rand((200, 200), generator=g).cuda() > 0.3
+    call = OP.check(q, k, v, attn_mask=mask, **ds)
+    assert OP.verify(call, CUDA.run(call, CUDA.config()), OP.reference(call)) is None

@@ -248,20 +248,21 @@ __device__ __forceinline__ void mask_scores(float (&s)[MT][NI / 8][4], int row0,
       }
 }
 
-// Rows row0 .. of a warp's C fragments (16·MT × HEAD_DIM, float32) rounded to T and written to rows row0 ..
-// of a matrix (row r at g + r·stride, d columns; rows ≥ n_rows dropped), through the warp's own 16·MT rows
-// of a shared tile (stage) so that global stores are 16-byte chunks along rows.
-template <int MT>
-__device__ __forceinline__ void store_rows(const float (&acc)[MT][ND][4], T* stage, T* g, i64 stride, int row0,
+// Rows row0 .. of a warp's C fragments (16·MT × HEAD_DIM, float32) rounded to O (T, or another 16-bit float)
+// and written to rows row0 .. of a matrix (row r at g + r·stride, d columns; rows ≥ n_rows dropped), through
+// the warp's own 16·MT rows of a shared tile (stage) so that global stores are 16-byte chunks along rows.
+template <int MT, typename O = T>
+__device__ __forceinline__ void store_rows(const float (&acc)[MT][ND][4], O* stage, O* g, i64 stride, int row0,
                                            int n_rows, int d) {
+  static_assert(sizeof(O) == 2, "rows of 16-bit elements: 8 a 16-byte chunk");
   const int lane = threadIdx.x % 32;
 #pragma unroll
   for (int i = 0; i < MT; ++i)
 #pragma unroll
     for (int jd = 0; jd < ND; ++jd) {
-      T* p = stage + (i * 16 + lane / 4) * LDS + jd * 8 + lane % 4 * 2;
-      *reinterpret_cast<unsigned*>(p) = pack_pair(acc[i][jd][0], acc[i][jd][1], T{});
-      *reinterpret_cast<unsigned*>(p + 8 * LDS) = pack_pair(acc[i][jd][2], acc[i][jd][3], T{});
+      O* p = stage + (i * 16 + lane / 4) * LDS + jd * 8 + lane % 4 * 2;
+      *reinterpret_cast<unsigned*>(p) = pack_pair(acc[i][jd][0], acc[i][jd][1], O{});
+      *reinterpret_cast<unsigned*>(p + 8 * LDS) = pack_pair(acc[i][jd][2], acc[i][jd][3], O{});
     }
   __syncwarp();
   constexpr int CHUNKS = MT * 16 * CPR;

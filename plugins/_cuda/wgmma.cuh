@@ -100,7 +100,7 @@ KZ_WGMMA(256, 128, "f16", kz_half, "128", "129", "130", "131", "132", "133")
 KZ_WGMMA(256, 128, "bf16", kz_bf16, "128", "129", "130", "131", "132", "133")
 #undef KZ_WGMMA
 
-// 8-bit floats (scaled_matmul): tag types of e4m3 and e5m2 elements, and d (+)= A·B on one m64nNk32 step, A and B
+// 8-bit floats (scaled_matmul, attention's FP8 forward): tag types of e4m3 and e5m2 elements, and d (+)= A·B on one m64nNk32 step, A and B
 // K-major by descriptor (the 8-bit float wgmma has no transpose), of either kind each; accumulate 0 overwrites d.
 struct kz_e4m3 { unsigned char x; };
 struct kz_e5m2 { unsigned char x; };
@@ -116,6 +116,7 @@ struct kz_e5m2 { unsigned char x; };
   KZ_WGMMA_F8(N, H, "e4m3", "e5m2", kz_e4m3, kz_e5m2, O0, O1, O2)       \
   KZ_WGMMA_F8(N, H, "e5m2", "e4m3", kz_e5m2, kz_e4m3, O0, O1, O2)       \
   KZ_WGMMA_F8(N, H, "e5m2", "e5m2", kz_e5m2, kz_e5m2, O0, O1, O2)
+KZ_WGMMA_F8_TYPES(32, 16, "16", "17", "18")
 KZ_WGMMA_F8_TYPES(64, 32, "32", "33", "34")
 KZ_WGMMA_F8_TYPES(128, 64, "64", "65", "66")
 KZ_WGMMA_F8_TYPES(256, 128, "128", "129", "130")
@@ -159,12 +160,14 @@ __device__ __forceinline__ void wgmma_over_rows(float (&acc)[H], const unsigned 
 // Rows row0 .. row0+ROWS-1 of a matrix (as flash.cuh's load_rows) into rows 0.. of the 128-byte-swizzled tile
 // s [CB][LINES][64] (LINES rows a column block), by NTHREADS threads, this one `tid`: chunk c of row r goes to
 // column block c / 8, chunk (c % 8) ^ (r % 8) of its line. A thread keeps one chunk column; its rows are
-// NTHREADS / CPR apart.
-template <int ROWS, int LINES, int NTHREADS>
+// NTHREADS / CHUNKS apart. CHUNKS: 16-byte chunks a row, ROW_CHUNKS where given (the 8-bit q and k rows of an FP8
+// forward are half as many), else CPR.
+template <int ROWS, int LINES, int NTHREADS, int ROW_CHUNKS = 0>
 __device__ __forceinline__ void load_rows_sw(T* s, const T* g, i64 stride, int row0, int n_rows, int d, int tid) {
-  constexpr int STEP = NTHREADS / CPR;
-  static_assert(NTHREADS % CPR == 0, "a pass of the threads covers whole rows");
-  const int r = tid / CPR, c = tid % CPR, col = c * 8;
+  constexpr int CHUNKS = ROW_CHUNKS ? ROW_CHUNKS : CPR;
+  constexpr int STEP = NTHREADS / CHUNKS;
+  static_assert(NTHREADS % CHUNKS == 0, "a pass of the threads covers whole rows");
+  const int r = tid / CHUNKS, c = tid % CHUNKS, col = c * 8;
   const int rows = col < d ? n_rows - row0 - r : 0;
   T* dst = s + c / 8 * LINES * 64 + r * 64;
   const T* src = g + (row0 + r) * stride + col;

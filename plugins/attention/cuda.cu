@@ -24,6 +24,14 @@
 // the K tile from shared memory by descriptor (m64 × BLOCK_N × k16 steps over the head dim), O += P·V takes P
 // from registers and V by descriptor (m64 × HEAD_DIM × k16 steps over the keys). The tiles are stored
 // 128-byte-swizzled instead of padded; HEAD_DIM 64 or 128.
+//
+// QK_F8 (kz_e4m3 or kz_e5m2): an FP8 call. The descales of the block's (batch, kv head) fold into the scale (q's
+// and k's) and into the final normalisation (v's), and o is stored as O_T (T unless given). V arrives in T
+// (float16, converted once by the host: exact for both 8-bit kinds), so P is rounded to float16 for P·V. With
+// WGMMA at HEAD_DIM 128, q and k stay 8-bit floats and S = Q·Kᵀ runs on 8-bit wgmma (m64 × BLOCK_N × k32 steps): a
+// row of q or k is 128 bytes, moved as a row of QK_DIM = 64 elements of T (the host passes 16-bit views of them),
+// which fills one 128-byte swizzled line, as a 64-dim 16-bit row does. Otherwise the host converts q and k to
+// float16 too (exactly), and the products are the 16-bit kernel's.
 #ifndef BLOCK_M
 #define BLOCK_M 128
 #endif
@@ -60,6 +68,21 @@
 #if WGMMA
 #include "../_cuda/wgmma.cuh"
 #endif
+#ifdef QK_F8
+#define DESCALED 1  // the descales are the kernel's arguments
+#else
+#define DESCALED 0
+#endif
+#if WGMMA && DESCALED && HEAD_DIM == 128
+#define FP8 1  // Q·Kᵀ on 8-bit floats
+#define QK_DIM (HEAD_DIM / 2)  // q and k rows in elements of T
+#else
+#define FP8 0
+#define QK_DIM HEAD_DIM
+#endif
+#ifndef O_T
+#define O_T T
+#endif
 
 #define MT (BLOCK_M / (16 * WARPS))  // m16 row tiles per warp
 #define NT (BLOCK_N / 8)             // n8 key tiles per key tile
@@ -82,7 +105,9 @@ static_assert(BLOCK_N % 16 == 0 && STAGES >= 2, "BLOCK_N must be a multiple of 1
 // SCALE_IN_EXP: the softmax scale is positive and there is no additive mask, so the scores stay unscaled
 // until the exponent: the row max of s·c is c·(row max of s), and each P = 2^(s·c − m') is one fma and one
 // ex2 (FlashAttention-2's order), one multiply per score fewer. Otherwise mask_scores scales them first.
-#if defined(SCALE_POSITIVE) && SCALE_POSITIVE && !MASK
+// The functions below take it as IN_EXP. FP8: the descales' sign is known only on the device, so the kernel
+// chooses there, per block (attention_forward).
+#if defined(SCALE_POSITIVE) && SCALE_POSITIVE && !MASK && !DESCALED
 #define SCALE_IN_EXP 1
 #else
 #define SCALE_IN_EXP 0
@@ -94,10 +119,11 @@ static_assert(BLOCK_N % 16 == 0 && STAGES >= 2, "BLOCK_N must be a multiple of 1
 // softmax: o = acc / l and lse = m + log2 l hold for any m that the sums were taken against.
 #define RESCALE_SLACK 8.0f
 
-// One key tile's scores s (masked; log2 units, or unscaled with SCALE_IN_EXP: c = scale·log2 e) into the
+// One key tile's scores s (masked; log2 units, or unscaled with IN_EXP: c = scale·log2 e) into the
 // running row max m (log2 units) and partial sums l; s becomes P, and alpha the factor the output accumulators
 // must take before this tile's P·V. Rows (i, r) are a thread's rows 16i + g + 8r. Returns whether some row of
 // the warp moved (else every alpha is 1).
+template <bool IN_EXP>
 __device__ __forceinline__ bool softmax_tile(float (&s)[MT][NT][4], float (&m)[MT][2], float (&l)[MT][2],
                                              float (&alpha)[MT][2], float c) {
   bool moved = false;
@@ -110,7 +136,7 @@ __device__ __forceinline__ bool softmax_tile(float (&s)[MT][NT][4], float (&m)[M
       for (int j = 0; j < NT; ++j) mx = fmaxf(mx, fmaxf(s[i][j][2 * r], s[i][j][2 * r + 1]));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      if (SCALE_IN_EXP) mx *= c;  // -inf stays -inf: c > 0
+      if (IN_EXP) mx *= c;  // -inf stays -inf: c > 0
       const float m_new = mx > m[i][r] + RESCALE_SLACK ? mx : m[i][r];  // the first finite max always
       // A row that has seen no key yet (attn_mask) has m' = -inf: subtract 0 instead of -inf - -inf.
       const float base = m_new == -KZ_INF ? 0.0f : m_new;
@@ -122,7 +148,7 @@ __device__ __forceinline__ bool softmax_tile(float (&s)[MT][NT][4], float (&m)[M
       for (int j = 0; j < NT; ++j)
 #pragma unroll
         for (int e = 2 * r; e < 2 * r + 2; ++e) {
-          s[i][j][e] = ex2(SCALE_IN_EXP ? fmaf(s[i][j][e], c, -base) : s[i][j][e] - base);
+          s[i][j][e] = ex2(IN_EXP ? fmaf(s[i][j][e], c, -base) : s[i][j][e] - base);
           sum += s[i][j][e];
         }
       l[i][r] = l[i][r] * alpha[i][r] + sum;
@@ -140,10 +166,11 @@ __device__ __forceinline__ void rescale(float (&acc)[MT][ND][4], const float (&a
 }
 
 // softmax_tile, then the accumulators rescaled where a row of the warp moved.
+template <bool IN_EXP>
 __device__ __forceinline__ void online_softmax(float (&s)[MT][NT][4], float (&m)[MT][2], float (&l)[MT][2],
                                                float (&acc)[MT][ND][4], float c) {
   float alpha[MT][2];
-  if (softmax_tile(s, m, l, alpha, c)) rescale(acc, alpha);
+  if (softmax_tile<IN_EXP>(s, m, l, alpha, c)) rescale(acc, alpha);
 }
 
 // The block's place in the problem: query rows m0 .. m0 + BLOCK_M - 1 (the last blocks launch first, so the
@@ -156,7 +183,7 @@ struct BlockPlace {
   const T* q;
   const T* k;
   const T* v;
-  T* o;
+  O_T* o;
   AttnMask am;
 #if TMA
   int b, hk;  // the (batch, key/value head) coordinates of K and V in their tensor maps
@@ -165,7 +192,7 @@ struct BlockPlace {
 #endif
 };
 
-// Key tile j's scores of a warp's rows row0.. masked, and scaled unless SCALE_IN_EXP (pre): the bounds and causal
+// Key tile j's scores of a warp's rows row0.. masked, and scaled unless IN_EXP (pre): the bounds and causal
 // checks only past the tiles that every row of the block sees whole.
 __device__ __forceinline__ void mask_tile(float (&s)[MT][NT][4], const BlockPlace& at, int j, int row0, int n_q,
                                           int n_k, float pre) {
@@ -176,10 +203,10 @@ __device__ __forceinline__ void mask_tile(float (&s)[MT][NT][4], const BlockPlac
   }
 }
 
-// o = acc / l and lse = (m + log2 l)·ln 2 for a warp's rows row0 + 16i + g + 8r of lse (rows ≥ n_q are not
-// written); a row that attended no key has l = 0: o = 0, lse = -inf.
+// o = post·acc / l and lse = (m + log2 l)·ln 2 for a warp's rows row0 + 16i + g + 8r of lse (rows ≥ n_q are
+// not written); a row that attended no key has l = 0: o = 0, lse = -inf. post: v's descale (FP8), else 1.
 __device__ __forceinline__ void finish_rows(float (&acc)[MT][ND][4], const float (&m)[MT][2], const float (&l)[MT][2],
-                                            float* lse, int row0, int n_q) {
+                                            float* lse, int row0, int n_q, float post) {
   const int lane = threadIdx.x % 32;
 #pragma unroll
   for (int i = 0; i < MT; ++i)
@@ -188,7 +215,7 @@ __device__ __forceinline__ void finish_rows(float (&acc)[MT][ND][4], const float
       float sum = l[i][r];
       sum += __shfl_xor_sync(0xffffffffu, sum, 1);
       sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-      const float inv = sum == 0.0f ? 0.0f : 1.0f / sum;
+      const float inv = sum == 0.0f ? 0.0f : post / sum;
 #pragma unroll
       for (int jd = 0; jd < ND; ++jd) {
         acc[i][jd][2 * r] *= inv;
@@ -202,8 +229,9 @@ __device__ __forceinline__ void finish_rows(float (&acc)[MT][ND][4], const float
 #if !WGMMA
 // One block's rows (see BlockPlace) on mma.sync; rows of the matrices m (q, o), n (k, v) apart, lse this
 // (batch, head)'s. Dynamic shared memory (BLOCK_M + 2·STAGES·BLOCK_N)·LDS elements.
+template <bool IN_EXP>
 __device__ __forceinline__ void forward_block(const BlockPlace& at, i64 q_sm, i64 k_sn, i64 v_sn, i64 o_sm,
-                                              float* lse, int n_q, int n_k, int d, float scale_log2) {
+                                              float* lse, int n_q, int n_k, int d, float scale_log2, float post) {
   extern __shared__ __align__(16) unsigned char smem[];
   T* sq = reinterpret_cast<T*>(smem);   // [BLOCK_M][LDS]: q, then o on its way out
   T* sk = sq + BLOCK_M * LDS;           // [STAGES][BLOCK_N][LDS]
@@ -236,7 +264,7 @@ __device__ __forceinline__ void forward_block(const BlockPlace& at, i64 q_sm, i6
 #pragma unroll
     for (int r = 0; r < 2; ++r) m[i][r] = -KZ_INF, l[i][r] = 0.0f;
 
-  const float pre = SCALE_IN_EXP ? 1.0f : scale_log2;  // the factor mask_scores applies
+  const float pre = IN_EXP ? 1.0f : scale_log2;  // the factor mask_scores applies
   for (int j = 0; j < n_tiles; ++j) {
     // STAGES-1+j groups committed; all but the newest STAGES-2 complete => tile j has landed (this thread's
     // chunks); the barrier makes everyone's visible, and frees the stage that everyone read in step j-1.
@@ -256,31 +284,44 @@ __device__ __forceinline__ void forward_block(const BlockPlace& at, i64 q_sm, i6
     scores_smem<MT, BLOCK_N>(s, sq + wrow * LDS, sk + j % STAGES * BLOCK_N * LDS);
 #endif
     mask_tile(s, at, j, m0 + wrow, n_q, n_k, pre);
-    online_softmax(s, m, l, acc, scale_log2);
+    online_softmax<IN_EXP>(s, m, l, acc, scale_log2);
     accumulate<MT, BLOCK_N>(acc, s, sv + j % STAGES * BLOCK_N * LDS);
   }
   cp_async_wait<0>();  // only empty groups can be left; nothing may be in flight at exit
-  finish_rows(acc, m, l, lse, m0 + wrow, n_q);
+  finish_rows(acc, m, l, lse, m0 + wrow, n_q, post);
   // The warp's rows of sq held its own q rows only, read into registers before the loop: its stage now.
-  store_rows<MT>(acc, sq + wrow * LDS, at.o, o_sm, m0 + wrow, n_q, d);
+  store_rows<MT, O_T>(acc, reinterpret_cast<O_T*>(sq) + wrow * LDS, at.o, o_sm, m0 + wrow, n_q, d);
 }
 #else  // WGMMA
 
 static_assert(MT == 1, "a warpgroup's 4 warps own its 64 rows: BLOCK_M = 16·WARPS");
 static_assert(HEAD_DIM % 64 == 0 && (BLOCK_N == 32 || BLOCK_N == 64 || BLOCK_N == 128),
               "the wgmma path takes HEAD_DIM 64 or 128 and BLOCK_N 32, 64 or 128");
-#define CB (HEAD_DIM / 64)  // 64-column blocks of a swizzled tile
+static_assert(QK_DIM % 64 == 0, "FP8 q and k rows fill whole 128-byte lines: HEAD_DIM 128");
+#define CB (HEAD_DIM / 64)     // 64-column blocks of a swizzled V tile
+#define QK_CB (QK_DIM / 64)    // and of a q or K tile
 
-// Tile shapes in 16-byte units (what a descriptor's start address counts): a stage of K or V, and a 64-column
-// block of the q tile and of a K tile.
-#define STAGE_UNITS (BLOCK_N * HEAD_DIM * 2 / 16)
+// Tile shapes in 16-byte units (what a descriptor's start address counts): a stage of K and of V, and a
+// 64-column block of the q tile and of a K tile.
+#define K_STAGE_UNITS (BLOCK_N * QK_DIM * 2 / 16)
+#define V_STAGE_UNITS (BLOCK_N * HEAD_DIM * 2 / 16)
 #define Q_BLOCK_UNITS (BLOCK_M * 128 / 16)
 #define K_BLOCK_UNITS (BLOCK_N * 128 / 16)
 
 // Issue S = Q·Kᵀ of the K tile in `stage` (in 16-byte units) as one wgmma group.
 __device__ __forceinline__ void issue_scores(float (&s_flat)[NT * 4], u64 q_desc, u64 k_desc, int stage) {
   wgmma_fence();
+#if FP8
+  // k32 steps of 8-bit elements, 32 bytes along the lines each (as a k16 step of 16-bit ones)
+#pragma unroll
+  for (int kk = 0; kk < QK_DIM / 16; ++kk) {
+    const int step = kk / 4 * Q_BLOCK_UNITS + kk % 4 * 2;
+    wgmma_ss_f8(s_flat, q_desc + step, k_desc + stage + kk / 4 * K_BLOCK_UNITS + kk % 4 * 2, kk > 0, QK_F8{},
+                QK_F8{});
+  }
+#else
   wgmma_over_head_dim(s_flat, q_desc, Q_BLOCK_UNITS, k_desc + stage, K_BLOCK_UNITS);
+#endif
   wgmma_commit();
 }
 
@@ -301,14 +342,16 @@ __device__ __forceinline__ void issue_values(float (&acc_flat)[ND * 4], const un
 // whole block inside the key loop: a warpgroup waits only for its data, and the warpgroups may drift apart by up
 // to STAGES - 1 tiles (with the per-tile __syncthreads of PRODUCER 0 they start every tile together, so their
 // products and softmaxes meet the tensor cores at the same time). 2·STAGES mbarriers follow the V tiles.
+template <bool IN_EXP>
 __device__ __forceinline__ void forward_block(const BlockPlace& at, i64 q_sm, i64 k_sn, i64 v_sn, i64 o_sm,
-                                              float* lse, int n_q, int n_k, int d, float scale_log2) {
+                                              float* lse, int n_q, int n_k, int d, float scale_log2, float post) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  T* sq = reinterpret_cast<T*>(smem_raw + (1024 - smem_addr(smem_raw) % 1024) % 1024);  // [CB][BLOCK_M][64]
-  T* sk = sq + BLOCK_M * HEAD_DIM;        // [STAGES][CB][BLOCK_N][64]
-  T* sv = sk + STAGES * BLOCK_N * HEAD_DIM;  // [STAGES][CB][BLOCK_N][64]
+  T* sq = reinterpret_cast<T*>(smem_raw + (1024 - smem_addr(smem_raw) % 1024) % 1024);  // [QK_CB][BLOCK_M][64]
+  T* sk = sq + BLOCK_M * QK_DIM;             // [STAGES][QK_CB][BLOCK_N][64]
+  T* sv = sk + STAGES * BLOCK_N * QK_DIM;    // [STAGES][CB][BLOCK_N][64]
   const int warp = threadIdx.x / 32, wg = warp / 4, m0 = at.m0, n_tiles = at.n_tiles;
   const int wrow = warp * 16;  // the warp's first row in the block
+  const int dqk = FP8 ? d / 2 : d;  // the columns of q and k, in elements of T
 
 #if PRODUCER
   u64* full = reinterpret_cast<u64*>(sv + STAGES * BLOCK_N * HEAD_DIM);  // [STAGES]
@@ -320,7 +363,7 @@ __device__ __forceinline__ void forward_block(const BlockPlace& at, i64 q_sm, i6
   }
   __syncthreads();
 #if TMA
-  if (warp >= WARPS) {  // the producer: its first lane issues a tile's 2·CB boxes of 64 columns × BLOCK_N keys
+  if (warp >= WARPS) {  // the producer: its first lane issues a tile's QK_CB + CB boxes of 64 columns × BLOCK_N keys
 #if MOVE_REGISTERS
     setmaxnreg_dec<24>();
 #endif
@@ -328,10 +371,12 @@ __device__ __forceinline__ void forward_block(const BlockPlace& at, i64 q_sm, i6
       for (int t = 0; t < n_tiles; ++t) {
         const int slot = t % STAGES;
         if (t >= STAGES) mbar_wait(&empty[slot], (t / STAGES - 1) & 1);
-        mbar_arrive_expect(&full[slot], 2 * BLOCK_N * HEAD_DIM * (unsigned)sizeof(T));  // whole boxes, zeros too
+        // whole boxes, zeros too
+        mbar_arrive_expect(&full[slot], BLOCK_N * (QK_DIM + HEAD_DIM) * (unsigned)sizeof(T));
 #pragma unroll
-        for (int c = 0; c < CB; ++c) {
-          tma_load_4d(sk + (slot * CB + c) * BLOCK_N * 64, at.k_map, c * 64, t * BLOCK_N, at.hk, at.b, &full[slot]);
+        for (int c = 0; c < CB; ++c) {  // (QK_CB ≤ CB)
+          if (c < QK_CB)
+            tma_load_4d(sk + (slot * QK_CB + c) * BLOCK_N * 64, at.k_map, c * 64, t * BLOCK_N, at.hk, at.b, &full[slot]);
           tma_load_4d(sv + (slot * CB + c) * BLOCK_N * 64, at.v_map, c * 64, t * BLOCK_N, at.hk, at.b, &full[slot]);
         }
       }
@@ -344,7 +389,8 @@ __device__ __forceinline__ void forward_block(const BlockPlace& at, i64 q_sm, i6
     for (int t = 0; t < n_tiles; ++t) {
       const int slot = t % STAGES;
       if (t >= STAGES) mbar_wait(&empty[slot], (t / STAGES - 1) & 1);  // the consumers are done with tile t - STAGES
-      load_rows_sw<BLOCK_N, BLOCK_N, 32>(sk + slot * BLOCK_N * HEAD_DIM, at.k, k_sn, t * BLOCK_N, n_k, d, lane);
+      load_rows_sw<BLOCK_N, BLOCK_N, 32, QK_DIM / 8>(sk + slot * BLOCK_N * QK_DIM, at.k, k_sn, t * BLOCK_N, n_k, dqk,
+                                                     lane);
       load_rows_sw<BLOCK_N, BLOCK_N, 32>(sv + slot * BLOCK_N * HEAD_DIM, at.v, v_sn, t * BLOCK_N, n_k, d, lane);
       mbar_arrive_on_copies(&full[slot]);
     }
@@ -356,18 +402,19 @@ __device__ __forceinline__ void forward_block(const BlockPlace& at, i64 q_sm, i6
   setmaxnreg_inc<240>();
 #endif
   // this warpgroup's 64 q rows (rows wg·64.. of every column block)
-  load_rows_sw<64, BLOCK_M, 128>(sq + wg * 64 * 64, at.q, q_sm, m0 + wg * 64, n_q, d,
-                                 threadIdx.x % 128);
+  load_rows_sw<64, BLOCK_M, 128, QK_DIM / 8>(sq + wg * 64 * 64, at.q, q_sm, m0 + wg * 64, n_q, dqk,
+                                             threadIdx.x % 128);
   cp_async_commit();
   cp_async_wait<0>();
   fence_proxy_async();
   named_barrier(2 + wg, 128);
 #else
-  load_rows_sw<BLOCK_M, BLOCK_M, THREADS>(sq, at.q, q_sm, m0, n_q, d, threadIdx.x);
+  load_rows_sw<BLOCK_M, BLOCK_M, THREADS, QK_DIM / 8>(sq, at.q, q_sm, m0, n_q, dqk, threadIdx.x);
 #pragma unroll
   for (int st = 0; st < STAGES - 1; ++st) {
     if (st < n_tiles) {
-      load_rows_sw<BLOCK_N, BLOCK_N, THREADS>(sk + st * BLOCK_N * HEAD_DIM, at.k, k_sn, st * BLOCK_N, n_k, d, threadIdx.x);
+      load_rows_sw<BLOCK_N, BLOCK_N, THREADS, QK_DIM / 8>(sk + st * BLOCK_N * QK_DIM, at.k, k_sn, st * BLOCK_N, n_k,
+                                                          dqk, threadIdx.x);
       load_rows_sw<BLOCK_N, BLOCK_N, THREADS>(sv + st * BLOCK_N * HEAD_DIM, at.v, v_sn, st * BLOCK_N, n_k, d, threadIdx.x);
     }
     cp_async_commit();
@@ -387,7 +434,7 @@ __device__ __forceinline__ void forward_block(const BlockPlace& at, i64 q_sm, i6
   l[0][0] = l[0][1] = 0.0f;
   float (&acc_flat)[ND * 4] = reinterpret_cast<float (&)[ND * 4]>(acc);
 
-  const float pre = SCALE_IN_EXP ? 1.0f : scale_log2;
+  const float pre = IN_EXP ? 1.0f : scale_log2;
 #if OVERLAP
   static_assert(PRODUCER, "OVERLAP hands stages back by the producer's mbarriers");
   // Tile 0's S and softmax, then iteration j issues tile j's S and tile j−1's P·V and runs tile j's softmax,
@@ -403,15 +450,15 @@ __device__ __forceinline__ void forward_block(const BlockPlace& at, i64 q_sm, i6
     mbar_wait(&full[j % STAGES], j / STAGES & 1);
     if (!TMA) fence_proxy_async();  // the producer's cp.async chunks (generic proxy), for the wgmma reads
   };
-  auto scores = [&](int j) { issue_scores(s_flat, q_desc, k_desc, j % STAGES * STAGE_UNITS); };
+  auto scores = [&](int j) { issue_scores(s_flat, q_desc, k_desc, j % STAGES * K_STAGE_UNITS); };
   auto values = [&](int j) {  // acc rescaled first
     if (moved) rescale(acc, alpha);
-    issue_values(acc_flat, p, v_desc, j % STAGES * STAGE_UNITS);
+    issue_values(acc_flat, p, v_desc, j % STAGES * V_STAGE_UNITS);
   };
   auto softmax = [&](int j) {  // tile j's S (landed), masked, into P in place
     fence_operands(s_flat);
     mask_tile(s, at, j, m0 + wrow, n_q, n_k, pre);
-    moved = softmax_tile(s, m, l, alpha, scale_log2);
+    moved = softmax_tile<IN_EXP>(s, m, l, alpha, scale_log2);
   };
   if (n_tiles > 0) {
     wait_tile(0);
@@ -447,26 +494,25 @@ __device__ __forceinline__ void forward_block(const BlockPlace& at, i64 q_sm, i6
     __syncthreads();
     const int next = j + STAGES - 1;
     if (next < n_tiles) {
-      load_rows_sw<BLOCK_N, BLOCK_N, THREADS>(sk + next % STAGES * BLOCK_N * HEAD_DIM, at.k, k_sn, next * BLOCK_N, n_k, d,
-                                              threadIdx.x);
+      load_rows_sw<BLOCK_N, BLOCK_N, THREADS, QK_DIM / 8>(sk + next % STAGES * BLOCK_N * QK_DIM, at.k, k_sn,
+                                                          next * BLOCK_N, n_k, dqk, threadIdx.x);
       load_rows_sw<BLOCK_N, BLOCK_N, THREADS>(sv + next % STAGES * BLOCK_N * HEAD_DIM, at.v, v_sn, next * BLOCK_N, n_k, d,
                                               threadIdx.x);
     }
     cp_async_commit();
 #endif
 
-    const int stage = j % STAGES * STAGE_UNITS;
     float s[1][NT][4];
     float (&s_flat)[NT * 4] = reinterpret_cast<float (&)[NT * 4]>(s);
-    issue_scores(s_flat, q_desc, k_desc, stage);
+    issue_scores(s_flat, q_desc, k_desc, j % STAGES * K_STAGE_UNITS);
     wgmma_wait<0>();
     fence_operands(s_flat);
 
     mask_tile(s, at, j, m0 + wrow, n_q, n_k, pre);
-    online_softmax(s, m, l, acc, scale_log2);
+    online_softmax<IN_EXP>(s, m, l, acc, scale_log2);
     unsigned p[1][BLOCK_N / 16][4];
     pack_p<1, BLOCK_N>(p, s);
-    issue_values(acc_flat, p, v_desc, stage);
+    issue_values(acc_flat, p, v_desc, j % STAGES * V_STAGE_UNITS);
     wgmma_wait<0>();
     fence_operands(acc_flat);
 #if PRODUCER
@@ -477,7 +523,7 @@ __device__ __forceinline__ void forward_block(const BlockPlace& at, i64 q_sm, i6
 #if !PRODUCER
   cp_async_wait<0>();  // the ring's last (empty) groups; with a producer the consumers' one group, q, has landed
 #endif
-  finish_rows(acc, m, l, lse, m0 + wrow, n_q);
+  finish_rows(acc, m, l, lse, m0 + wrow, n_q, post);
   // Every warpgroup's reads of q and the K/V ring are done past this barrier: o is staged from sq on, in rows
   // of LDS (BLOCK_M·LDS elements: more than the q tile, less than q and one stage of K and V).
 #if PRODUCER
@@ -485,7 +531,7 @@ __device__ __forceinline__ void forward_block(const BlockPlace& at, i64 q_sm, i6
 #else
   __syncthreads();
 #endif
-  store_rows<1>(acc, sq + wrow * LDS, at.o, o_sm, m0 + wrow, n_q, d);
+  store_rows<1, O_T>(acc, reinterpret_cast<O_T*>(sq) + wrow * LDS, at.o, o_sm, m0 + wrow, n_q, d);
 }
 #endif  // WGMMA
 
@@ -500,13 +546,21 @@ __device__ __forceinline__ void forward_block(const BlockPlace& at, i64 q_sm, i6
 // q (B, Hq, Nq, d), k and v (B, Hk, Nk, d), o like q: element (b, h, row, col) at b·sb + h·sh + row·sm + col
 // (strides in elements, each a multiple of 8, pointers 16-byte aligned: the wrapper sees to it). lse: float32
 // (B, Hq, Nq) contiguous. mask: attn_mask(b, h, query, key) at its four strides (MASK only). scale_log2: the
-// softmax scale times log2 e. Grid: (ceil(Nq / BLOCK_M), B·Hq).
+// softmax scale times log2 e. FP8 calls (DESCALED): v float16, q and k float16 too, or with WGMMA 16-bit views of
+// the 8-bit rows (d/2 elements a row, strides in those units), and the descales float32 (batch, kv head) at their
+// strides (0 for one element).
+// Grid: (ceil(Nq / BLOCK_M), B·Hq).
 extern "C" __global__ void __launch_bounds__(KERNEL_THREADS, KERNEL_MIN_BLOCKS)
     attention_forward(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
-                      const MASK_T* __restrict__ mask, T* __restrict__ o, float* __restrict__ lse, i64 q_sb,
+                      const MASK_T* __restrict__ mask, O_T* __restrict__ o, float* __restrict__ lse, i64 q_sb,
                       i64 q_sh, i64 q_sm, i64 k_sb, i64 k_sh, i64 k_sn, i64 v_sb, i64 v_sh, i64 v_sn, i64 o_sb,
                       i64 o_sh, i64 o_sm, i64 mask_sb, i64 mask_sh, i64 mask_sm, i64 mask_sn, int heads,
                       int group, int n_q, int n_k, int d, float scale_log2
+#if DESCALED
+                      , const float* __restrict__ q_descale, const float* __restrict__ k_descale,
+                      const float* __restrict__ v_descale, i64 qd_sb, i64 qd_sh, i64 kd_sb, i64 kd_sh, i64 vd_sb,
+                      i64 vd_sh
+#endif
 #if TMA
                       , const __grid_constant__ TensorMap k_map, const __grid_constant__ TensorMap v_map
 #endif
@@ -522,5 +576,17 @@ extern "C" __global__ void __launch_bounds__(KERNEL_THREADS, KERNEL_MIN_BLOCKS)
                       , b, hk, &k_map, &v_map
 #endif
                       };
-  forward_block(at, q_sm, k_sn, v_sn, o_sm, lse + (i64)bh * n_q, n_q, n_k, d, scale_log2);
+#if DESCALED
+  // the descales of (b, hk): q's and k's scale the scores, v's the output. The scale goes into the exponent
+  // where it came out positive and no additive mask applies (MASK: one instantiation, the general path).
+  scale_log2 *= q_descale[b * qd_sb + hk * qd_sh] * k_descale[b * kd_sb + hk * kd_sh];
+  const float post = v_descale[b * vd_sb + hk * vd_sh];
+  if (!MASK && scale_log2 > 0.0f) {
+    forward_block<!MASK>(at, q_sm, k_sn, v_sn, o_sm, lse + (i64)bh * n_q, n_q, n_k, d, scale_log2, post);
+  } else {
+    forward_block<false>(at, q_sm, k_sn, v_sn, o_sm, lse + (i64)bh * n_q, n_q, n_k, d, scale_log2, post);
+  }
+#else
+  forward_block<SCALE_IN_EXP>(at, q_sm, k_sn, v_sn, o_sm, lse + (i64)bh * n_q, n_q, n_k, d, scale_log2, 1.0f);
+#endif
 }
