@@ -159,11 +159,11 @@ def test_cuda_fp8_defines() -> None:
 
 
 def test_cuda_fp8_default_fits_the_hopper_configs(monkeypatch: pytest.MonkeyPatch) -> None:
-    """On an sm_90 device an FP8 call given the default runs FP8's Hopper default at head dim 128 (four stages of the
-    8-bit tiles), and the 16-bit Hopper default at 64."""
+    """On an sm_90 device an FP8 call given the default runs the Hopper default of its head dim, as a 16-bit call
+    does."""
     monkeypatch.setattr(cuda_module, "sm90", lambda device: True)
     monkeypatch.setattr(flash_cuda, "shared_limit", lambda device: 227 * 1024)
-    assert CUDA.fitted(fp8_call(128), CUDA.config()) == CUDA.config(CUDA.fp8_defaults[0])
+    assert CUDA.fitted(fp8_call(128), CUDA.config()) == CUDA.config(HOPPER_128)
     assert CUDA.fitted(fp8_call(64), CUDA.config()) == CUDA.config(CUDA.hopper_defaults[64][0])
 
 
@@ -300,7 +300,7 @@ def test_gpu_dispatch_runs_fp8(d: int) -> None:
 def cuda_fp8_configs() -> list[dict]:
     """The head dim 128 Hopper defaults and tuning seeds of the cuda plugin, each once."""
     configs = []
-    for overrides in (*CUDA.hopper_defaults[128], *CUDA.tuning_seeds, {"STAGES": 4, **CUDA.hopper_defaults[128][0]}):
+    for overrides in (*CUDA.hopper_defaults[128], *CUDA.tuning_seeds):
         if overrides.get("WGMMA") and CUDA.config(overrides) not in configs:
             configs.append(CUDA.config(overrides))
     return configs

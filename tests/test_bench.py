@@ -229,11 +229,16 @@ def test_attention_bench_reports_the_targets_and_the_dispatch_misses():
 
 def test_attention_bench_fp8_table_gives_the_ratio_to_cudnn_and_the_fast_path_s_verdict():
     bench = load_file(ROOT / "scripts" / "attention_bench.py")
-    rows = [{"shape": "4x32x4096x128", "causal": True, "dispatch_choice": "triton",
-             "tflops": {"cudnn fp16": 500.0, "triton PV_FP8=0": 450.0, "triton PV_FP8=1": 600.0, "dispatch": 449.0},
-             "verdicts": {"triton PV_FP8=0": "meets the tolerance", "triton PV_FP8=1": "misses it: o"}},
-            {"shape": "1x32x16384x128", "causal": False, "dispatch_choice": "torch", "verdicts": {},
+    configs = {"triton PV_FP8=0": {}, "triton PV_FP8=1": {}}
+    rows = [{"shape": "4x32x4096x128", "causal": True, "dispatch_choice": "triton", "configs": {**configs, "cuda": {}},
+             "tflops": {"cudnn fp16": 500.0, "triton PV_FP8=0": 450.0, "triton PV_FP8=1": 600.0, "cuda": 560.0,
+                        "dispatch": 449.0},
+             "verdicts": {"triton PV_FP8=0": "meets the tolerance", "triton PV_FP8=1": "misses it: o",
+                          "cuda": "meets the tolerance"}},
+            # no cuda candidate (a GPU without the plugin's FP8 product), nothing checked (past the verify limit)
+            {"shape": "1x32x16384x128", "causal": False, "dispatch_choice": "torch", "verdicts": {}, "configs": configs,
              "tflops": {"cudnn fp16": 600.0, "triton PV_FP8=0": 660.0, "triton PV_FP8=1": 700.0, "dispatch": 580.0}}]
     lines = bench.fp8_table(rows).splitlines()
-    assert lines[2] == "| 4x32x4096x128 | yes | 500 | 450 | 600 | 449 (triton) | 0.90× | misses it: o |"
-    assert lines[3] == "| 1x32x16384x128 | no | 600 | 660 | 700 | 580 (torch) | 1.10× | not checked |"
+    assert lines[2] == ("| 4x32x4096x128 | yes | 500 | 450 | 600 | 560 | 449 (triton) | 0.90× | 1.12× "
+                        "| meets the tolerance | misses it: o |")
+    assert lines[3] == "| 1x32x16384x128 | no | 600 | 660 | 700 | – | 580 (torch) | 1.10× | – | – | not checked |"

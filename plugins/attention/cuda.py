@@ -57,7 +57,7 @@ class AttentionCuda(FlashCuda):
     # of K and V in flight; Q_REGS 1 keeps the q fragments in registers for the whole key loop, 0 reads them
     # from the q tile in shared memory at every k16 step (what lets 32 rows per warp fit at head dim 128:
     # FlashAttention-2's 4 warps × 32 rows, which halves the K and V reads from shared memory per FLOP).
-    # 2592 points; for a call, those whose tile state overflows the registers (STATE_REGISTERS) or whose tiles
+    # 1728 points; for a call, those whose tile state overflows the registers (STATE_REGISTERS) or whose tiles
     # overflow shared memory are rejected.
     # WGMMA 1: the warpgroup-MMA kernel (sm_90 devices only), 16 rows a warp (BLOCK_M = 16·WARPS: one to three
     # warpgroups) and q read by descriptor (Q_REGS 1 only, which it ignores); its points outside that are
@@ -67,7 +67,7 @@ class AttentionCuda(FlashCuda):
     # PRODUCER 3: as 2, from a warpgroup of its own whose registers go to the consumers (setmaxnreg). OVERLAP 1
     # (with a producer): FlashAttention-3's order, tile j's S = Q·Kᵀ issued with tile j−1's P·V and its softmax
     # run while that P·V does.
-    config_space = {"BLOCK_M": [64, 128, 192], "BLOCK_N": [32, 64, 128], "WARPS": [4, 8, 12], "STAGES": [2, 3, 4],
+    config_space = {"BLOCK_M": [64, 128, 192], "BLOCK_N": [32, 64, 128], "WARPS": [4, 8, 12], "STAGES": [2, 3],
                     "Q_REGS": [1, 0], "WGMMA": [0, 1], "PRODUCER": [0, 1, 2, 3], "OVERLAP": [0, 1]}
     # 4 warps of 32 rows, 64-key tiles, q in registers: the fastest mma.sync config at head dim 64. Where it does
     # not fit a call (its tile state at head dims past 64, or with an attn_mask), a call given it runs the first
@@ -79,7 +79,6 @@ class AttentionCuda(FlashCuda):
     # The warpgroup MMAs (hopper_defaults; the fastest first: a search of a few trials reaches only the first
     # seeds), then 32-key tiles with q from shared memory, which spill nothing at 128, and 8 warps of 16 rows.
     tuning_seeds = ({"WGMMA": 1, "WARPS": 8, "BLOCK_N": 128, "STAGES": 3, "PRODUCER": 3, "OVERLAP": 1},
-                    {"WGMMA": 1, "WARPS": 8, "BLOCK_N": 128, "STAGES": 4, "PRODUCER": 3, "OVERLAP": 1},
                     {"WGMMA": 1, "WARPS": 4, "BLOCK_M": 64, "BLOCK_N": 128, "STAGES": 3, "PRODUCER": 2, "OVERLAP": 1},
                     {"WGMMA": 1, "WARPS": 8, "BLOCK_N": 64, "STAGES": 3, "PRODUCER": 2, "OVERLAP": 1},
                     {"WGMMA": 1, "WARPS": 4, "BLOCK_M": 64, "BLOCK_N": 128},
@@ -99,9 +98,6 @@ class AttentionCuda(FlashCuda):
                              {"WGMMA": 1, "WARPS": 8, "BLOCK_N": 128, "STAGES": 3},
                              {"WGMMA": 1, "WARPS": 8, "BLOCK_N": 64, "STAGES": 3, "PRODUCER": 2, "OVERLAP": 1},
                              {"WGMMA": 1, "WARPS": 8, "BLOCK_N": 64, "STAGES": 3})}
-    # FP8 at head dim 128: the 8-bit q and K tiles leave room for a fourth stage (213 KiB), which ran 1.10× three
-    # stages at 1×32×16384×128 on the H200
-    fp8_defaults = ({"WGMMA": 1, "WARPS": 8, "BLOCK_N": 128, "STAGES": 4, "PRODUCER": 3, "OVERLAP": 1},)
 
     def supports(self, call: Call) -> str | None:
         return super().supports(call) or unsupported(call)
@@ -163,13 +159,11 @@ class AttentionCuda(FlashCuda):
         return {"attention_forward": shared}
 
     def fitted(self, call: Call, config: Mapping[str, Any]) -> dict[str, Any]:
-        """``config``; or where it is the default, the first Hopper default that fits ``call`` on an sm_90 device
-        (FP8's first), else the default itself where it fits, else the first fallback that does."""
+        """``config``; or where it is the default, the first Hopper default that fits ``call`` on an sm_90 device,
+        else the default itself where it fits, else the first fallback that does."""
         if config != self.config():
             return dict(config)
         first = self.hopper_defaults.get(kernel_head_dim(call.inputs["q"].shape[3]), ()) if sm90(call.device) else ()
-        if first and call.dtype in FP8 and kernel_head_dim(call.inputs["q"].shape[3]) == FP8_HEAD_DIM:
-            first = (*self.fp8_defaults, *first)
         # fits nothing: shared_memory() says why
         return first_fitting(self, call, (*first, {}, *self.fallbacks)) or dict(config)
 
