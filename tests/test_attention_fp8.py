@@ -330,12 +330,10 @@ def test_gpu_cuda_fp8_meets_the_tolerance(config: dict, kind: torch.dtype, causa
 @gpu_only
 @pytest.mark.parametrize(("config", "d"), [
     *((c, d) for c in ({"Q_REGS": 0}, {"WARPS": 8}, {"WARPS": 4, "BLOCK_N": 32, "Q_REGS": 0}) for d in (64, 80, 128)),
-    *((c, 64) for c in CUDA.hopper_defaults[64])], ids=str)
+    *(pytest.param(c, 64, marks=sm90_only) for c in CUDA.hopper_defaults[64])], ids=str)
 def test_gpu_cuda_fp8_in_float16_products(config: dict, d: int) -> None:
     """The mma.sync configs run FP8 calls on float16 copies of q, k and v (any GPU, any head dim), and so do the
     warpgroup kernel's configs at head dim 64 (on sm_90)."""
-    if config.get("WGMMA") and not SM90:
-        pytest.skip("the warpgroup kernel runs on sm_90 (Hopper) GPUs; this one is not")
     (q, k, v), ds = quantized(2, 4, 2, 333, d, E5M2, "head", device="cuda", seed=d)
     call = OP.check(q, k, v, causal=True, out_dtype=torch.float16, **ds)
     result = CUDA.run(call, CUDA.config(config))

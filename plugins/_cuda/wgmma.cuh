@@ -100,8 +100,9 @@ KZ_WGMMA(256, 128, "f16", kz_half, "128", "129", "130", "131", "132", "133")
 KZ_WGMMA(256, 128, "bf16", kz_bf16, "128", "129", "130", "131", "132", "133")
 #undef KZ_WGMMA
 
-// 8-bit floats (scaled_matmul, attention's FP8 forward): tag types of e4m3 and e5m2 elements, and d (+)= A·B on one m64nNk32 step, A and B
-// K-major by descriptor (the 8-bit float wgmma has no transpose), of either kind each; accumulate 0 overwrites d.
+// 8-bit floats (scaled_matmul, attention's FP8 forward): tag types of e4m3 and e5m2 elements (the host's names for
+// them: plugins/_cuda/__init__.py), and d (+)= A·B on one m64nNk32 step, A and B K-major by descriptor (the 8-bit
+// float wgmma has no transpose), of either kind each; accumulate 0 overwrites d.
 struct kz_e4m3 { unsigned char x; };
 struct kz_e5m2 { unsigned char x; };
 #define KZ_WGMMA_F8(N, H, TA, TB, TAG_A, TAG_B, O0, O1, O2)                                                      \

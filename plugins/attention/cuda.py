@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
+from kernelzoo_plugins._cuda import F8_TYPES
 from kernelzoo_plugins._flash.cuda import (
     LOG2E,
     STATE_REGISTERS,
@@ -46,7 +47,6 @@ from kernelzoo.backends.cuda.compiler import dtype_define
 from kernelzoo.errors import UnsupportedError
 from kernelzoo.registry import FP8, Call, dtype_name, parse_dtype
 
-F8_TYPES = {torch.float8_e4m3fn: "kz_e4m3", torch.float8_e5m2: "kz_e5m2"}
 FP8_HEAD_DIM = 128  # an 8-bit q or k row fills one 128-byte swizzled line
 
 
@@ -172,21 +172,24 @@ class AttentionCuda(FlashCuda):
         ``call``: worked out and compiled at a key's first call, then a lookup (fitting the default took 2-9 µs of
         host per call). The box rows are BLOCK_N where the K and V tiles come by TMA (PRODUCER 2 and 3), else 0."""
         plans = self.__dict__.setdefault("_plans", {})
-        key = (plan_key(call, config), call.params.get("out_dtype"))
+        key = plan_key(call, config)
+        if call.dtype in FP8:
+            key += (call.params["out_dtype"],)
         found = plans.get(key)
         if found is None:
             fitted = self.fitted(call, config)
             shared = self.shared_memory(call, fitted)["attention_forward"]
             defines = call_defines(call, fitted)
-            if call.dtype in FP8:  # the scores take the general path (the descales' sign is the device's)
+            if call.dtype in FP8:  # one build whatever the scale's sign: the kernel picks the scores' path on the
+                # device, where the descales' sign is known
                 defines.update(SCALE_POSITIVE=0, out=dtype_name(output_dtype(call)))
             kernel = self.kernel("attention_forward", call.dtype, defines)
             producer = fitted.get("PRODUCER", 0)
             threads = 32 * (fitted["WARPS"] + (4 if producer == 3 else producer > 0))
             box = fitted["BLOCK_N"] if producer >= 2 else 0
-            eight_bit = call.dtype in FP8 and fitted["WGMMA"] and kernel_head_dim(call.inputs["q"].shape[3]) == \
-                FP8_HEAD_DIM
-            found = plans[key] = (kernel, fitted["BLOCK_M"], threads, shared, box, bool(eight_bit))
+            eight_bit = (call.dtype in FP8 and bool(fitted["WGMMA"])
+                         and kernel_head_dim(call.inputs["q"].shape[3]) == FP8_HEAD_DIM)
+            found = plans[key] = (kernel, fitted["BLOCK_M"], threads, shared, box, eight_bit)
         return found
 
     def run(self, call: Call, config: dict) -> tuple[torch.Tensor, torch.Tensor]:
@@ -194,21 +197,21 @@ class AttentionCuda(FlashCuda):
         if trivial is not None:
             return trivial
         kernel, block_m, threads, shared, box, eight_bit = self.plan(call, config)
-        fp8 = call.dtype in FP8
-        if fp8:  # q and k as float16 pairs of 8-bit floats (8-bit Q·Kᵀ) or converted, V converted (both exactly),
-            # the descales as (B, Hk) views
+        if call.dtype in FP8:  # q and k as float16 pairs of 8-bit floats (8-bit Q·Kᵀ) or converted, V converted
+            # (both exactly), the descales as (B, Hk) views
             q, k = (float16_pairs(call.inputs[name]) if eight_bit
                     else call.inputs[name].to(torch.float16, memory_format=torch.contiguous_format)
                     for name in ("q", "k"))
             v = call.inputs["v"].to(torch.float16, memory_format=torch.contiguous_format)
             descales = descale_views(call)
             scales = (*descales, *(I64(st) for t in descales for st in t.stride()))
+            o = like(call, call.inputs["q"], output_dtype(call))
         else:
             q, k, v = (aligned_rows(call.inputs[name]) for name in ("q", "k", "v"))
             scales = ()
+            o = like(call, q)
         (batch, heads, n_q, _), (_, kv_heads, n_k, _) = q.shape, k.shape
         d = call.inputs["q"].shape[3]
-        o = like(call, call.inputs["q"] if fp8 else q, output_dtype(call))
         lse = call.empty((batch, heads, n_q), torch.float32)
         mask, mask_strides, _ = mask_args(call)
         # PRODUCER 2 and 3: K and V as 4-d tensor maps, boxes of 64 columns × BLOCK_N keys, 128-byte swizzled as the

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
+from kernelzoo_plugins._cuda import F8_TYPES
 from kernelzoo_plugins._gemm.hopper import PersistentGrid, k_major
 
 from kernelzoo.backends.cuda import CudaImplementation, tensor_map, tensor_map_launch
@@ -28,7 +29,6 @@ from . import capability, out_dtype, rowwise
 BK = 128  # a k-tile: one 128-byte swizzled line of 8-bit floats a row
 SUMS = 128  # registers of sums a consumer thread holds: the wgmma accumulators and the float32 totals together
 DEFAULT_SHARED_OPTIN = 227 * 1024  # H100, H200; the device's own figure is used where torch reports it
-F8_TYPES = {torch.float8_e4m3fn: "kz_e4m3", torch.float8_e5m2: "kz_e5m2"}
 
 
 class ScaledMatmulCuda(PersistentGrid, CudaImplementation):
