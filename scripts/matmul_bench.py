@@ -3,11 +3,12 @@
     python scripts/matmul_bench.py [--out DIR] [--quick] [--winners tuning_db/h200.json] [--rounds 5]
 
 Shapes: bf16 and fp16 at 4096³, 8192³, the tall 16384×1024×4096 and the unaligned 4095×4097×4096 (its rows of
-4097 elements are not 16-byte aligned, which cuBLAS's fast kernels and TMA need), and float32 at 4096³ in IEEE
-float32 and with TF32 allowed (``torch.backends.cuda.matmul.allow_tf32``). Every candidate is checked against
-a float64 product of the same inputs before it is timed (a wrong result is reported, not timed). Times are medians
-of CUDA events with the L2 flushed (kernelzoo.timing), the candidates of a shape timed in turn over --rounds
-interleaved rounds, each in its own shuffled order, and the median of the rounds' medians kept. The triton and cuda
+4097 elements are not 16-byte aligned, which cuBLAS's fast kernels and TMA need), float32 at 4096³ in IEEE
+float32, and float32 with TF32 allowed (``torch.backends.cuda.matmul.allow_tf32``) at 4096³, 8192³ and the tall
+shape. Every candidate is checked against a float64 product of the same inputs before it is timed (a wrong result
+is reported, not timed). Times are medians of CUDA events with the L2 flushed (kernelzoo.timing), the candidates of
+a shape timed in turn over --rounds interleaved rounds, each in its own shuffled order, and the median of the
+rounds' medians kept. The triton and cuda
 columns run the config the --winners file stores for the key (the plugin's default without one); dispatch is
 ``kernelzoo.ops.matmul`` on the installed database. Writes matmul_bench.json, matmul_bench.md and a plot
 (matmul_bench.png) under --out and prints the table.
@@ -38,7 +39,7 @@ def shapes(quick: bool) -> list[tuple[str, int, int, int]]:
     full = [("bf16", 4096, 4096, 4096), ("bf16", 8192, 8192, 8192), ("bf16", 16384, 1024, 4096),
             ("bf16", 4095, 4097, 4096), ("fp16", 4096, 4096, 4096), ("fp16", 8192, 8192, 8192),
             ("fp16", 16384, 1024, 4096), ("fp16", 4095, 4097, 4096), ("fp32", 4096, 4096, 4096),
-            ("tf32", 4096, 4096, 4096)]
+            ("tf32", 4096, 4096, 4096), ("tf32", 8192, 8192, 8192), ("tf32", 16384, 1024, 4096)]
     return full[:2] + full[3:4] if quick else full
 
 

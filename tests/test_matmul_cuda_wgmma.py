@@ -186,9 +186,11 @@ def compile_checked(config: dict, dtype: torch.dtype) -> None:
 @pytest.mark.skipif(not cuda.compile_available()[0], reason="NVRTC not available")
 @pytest.mark.parametrize("config", [c for c in admitted() if not c["TMA_STORE"]],
                          ids=lambda c: f"{c['BM']}x{c['BN']}-s{c['STAGES']}-c{c['CONSUMERS']}")
-def test_every_tf32_specialization_compiles_without_spills_or_serialized_mmas(config):
-    compile_checked({**config, "BK": matmul_cuda.TF32_BK, "TF32": 1, "A_COL_MAJOR": 0, "B_COL_MAJOR": 1},
-                    torch.float32)
+@pytest.mark.parametrize("swap", [0, 1], ids=["ab", "swapped"])
+def test_every_tf32_specialization_compiles_without_spills_or_serialized_mmas(config, swap):
+    """Both TF32 forms: A and B K-major by descriptor, and Cᵀ = Bᵀ·Aᵀ with Bᵀ loaded into registers."""
+    compile_checked({**config, "BK": matmul_cuda.TF32_BK, "TF32": 1, "A_COL_MAJOR": swap, "B_COL_MAJOR": 1,
+                     "C_COL_MAJOR": swap}, torch.float32)
 
 
 @pytest.mark.skipif(not cuda.compile_available()[0], reason="NVRTC not available")

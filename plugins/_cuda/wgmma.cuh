@@ -124,18 +124,27 @@ KZ_WGMMA_F8_TYPES(256, 128, "128", "129", "130")
 #undef KZ_WGMMA_F8_TYPES
 #undef KZ_WGMMA_F8
 
-// TF32 (matmul's float32 when torch allows TF32): d (+)= A·B on one m64nNk8 step, A and B K-major by descriptor
-// (the TF32 wgmma has no transpose), float32 operands read as TF32 (their low 13 mantissa bits ignored).
-#define KZ_WGMMA_TF32(N, H, O0, O1, O2)                                                                          \
+// TF32 (matmul's float32 when torch allows TF32): d (+)= A·B on one m64nNk8 step, float32 operands read as TF32
+// (their low 13 mantissa bits ignored). wgmma_ss_tf32: A and B K-major by descriptor (the TF32 wgmma has no
+// transpose); accumulate 0 overwrites d. wgmma_rs_tf32: A from registers, in any layout the threads loaded it from
+// (a warp's m16n8k8 A fragment: rows g, g + 8 and columns t, t + 4 of its m16 rows), B K-major by descriptor,
+// always accumulating.
+#define KZ_WGMMA_TF32(N, H, O0, O1, O2, O3, O4, O5)                                                      \
   __device__ __forceinline__ void wgmma_ss_tf32(float (&d)[H], u64 a, u64 b, int accumulate) {                  \
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" O2 ", 0;\n"                                               \
                  "wgmma.mma_async.sync.aligned.m64n" #N "k8.f32.tf32.tf32 " KZ_REGS##H ", %" O0 ", %" O1          \
                  ", p, 1, 1;\n}\n"                                                                             \
                  : KZ_ACC##H(d) : "l"(a), "l"(b), "r"(accumulate));                                             \
+  }                                                                                                              \
+  __device__ __forceinline__ void wgmma_rs_tf32(float (&d)[H], const unsigned (&a)[4], u64 b) {                \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" O5 ", 0;\n"                                               \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k8.f32.tf32.tf32 " KZ_REGS##H ", {%" O0 ", %" O1        \
+                 ", %" O2 ", %" O3 "}, %" O4 ", p, 1, 1;\n}\n"                                                  \
+                 : KZ_ACC##H(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));                  \
   }
-KZ_WGMMA_TF32(64, 32, "32", "33", "34")
-KZ_WGMMA_TF32(128, 64, "64", "65", "66")
-KZ_WGMMA_TF32(256, 128, "128", "129", "130")
+KZ_WGMMA_TF32(64, 32, "32", "33", "34", "35", "36", "37")
+KZ_WGMMA_TF32(128, 64, "64", "65", "66", "67", "68", "69")
+KZ_WGMMA_TF32(256, 128, "128", "129", "130", "131", "132", "133")
 #undef KZ_WGMMA_TF32
 
 // acc (=) A·Bᵀ over the head dim: HEAD_DIM/16 ss steps, A and B K-major swizzled tiles by descriptor whose

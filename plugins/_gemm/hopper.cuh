@@ -35,9 +35,16 @@
 // consumer, taken in turn) and reaches C by one TMA store (whole 128-byte lines; the TMA unit leaves out what lies
 // past M and N); the consumers go on to the next tile while the stores drain.
 //
-// TF32 1 (T float, when torch allows TF32 products): A and B float32, both K-major (A row-major, B column-major,
-// B_COL_MAJOR 1), as the TF32 wgmma takes no transpose; a k-tile is one 128-byte line a row (BK 32) and a step
-// (m64nNk8) 32 bytes of it, so again the tiles, descriptors and ring above. C is stored from registers.
+// TF32 1 (T float, when torch allows TF32 products): A and B float32, B K-major (column-major, B_COL_MAJOR 1), as
+// the TF32 wgmma takes no transpose; a k-tile is one 128-byte line a row (BK 32) and a step (m64nNk8) 32 bytes of
+// it, so again the tiles, descriptors and ring above. C is stored from registers. A row-major A is read by
+// descriptor; a column-major one (A_COL_MAJOR 1: [BM/32][32][32] in a stage, lines of 32 rows, one box each) from
+// registers, which the consumers load from the stage themselves: the TF32 wgmma takes A from registers in any
+// layout. The host runs a row-major B, which the instruction cannot read, as Cᵀ = Bᵀ·Aᵀ: Bᵀ is this kernel's
+// column-major A, Aᵀ its column-major B, and C_COL_MAJOR 1 stores the kernel's C transposed (C[z] is N×M
+// column-major, the caller's M×N row-major). Thread (g, t) of warp w (g = lane / 4, t = lane % 4) loads rows p and
+// p + 4 of each m64 block, p = 32·(w / 2) + 8·(w % 2) + g % 4 + 16·(g / 4), in place of the fragment's g and g + 8,
+// so that the 32 lanes of each load hit 32 banks; the accumulators' rows are permuted alike, and the stores follow.
 //
 // SCALED 1 (scaled_matmul): A and B are 8-bit floats (AB_T: one byte; A_F8 and B_F8 the types, kz_e4m3 or kz_e5m2),
 // both K-major: A row-major and B column-major (read through Bᵀ's map, B_COL_MAJOR 1), as the 8-bit float wgmma
@@ -69,6 +76,12 @@
 #ifndef TF32
 #define TF32 0
 #endif
+#ifndef C_COL_MAJOR
+#define C_COL_MAJOR 0
+#endif
+#define A_IN_REGISTERS (TF32 && A_COL_MAJOR)  // the TF32 wgmma's A loaded into registers from an MN-major stage
+#define RS_STEPS 2                            // k-tile steps a wgmma group of A_IN_REGISTERS (below)
+#define MN_LINE (128 / (int)sizeof(AB_T))     // rows of an MN-major stage's 128-byte line (64, 32 in TF32)
 #if SCALED
 typedef unsigned char AB_T;  // the operands' 8-bit floats, as bytes
 #define HOPPER_KERNEL scaled_matmul_wgmma
@@ -100,9 +113,12 @@ static_assert(WG_ROWS % 64 == 0 && BM <= 256, "a consumer owns whole m64 blocks;
 static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma's N: 64, 128 or 256");
 static_assert(MW * NACC * (SCALED ? 2 : 1) <= 128, "a consumer thread holds up to 128 accumulators");
 #if TF32
-static_assert(sizeof(T) == 4 && !A_COL_MAJOR && B_COL_MAJOR && !TMA_STORE && !SCALED,
-              "TF32 wgmma reads float32 operands, both K-major; C is stored from registers");
+static_assert(sizeof(T) == 4 && B_COL_MAJOR && !TMA_STORE && !SCALED,
+              "TF32 wgmma reads float32 operands, B K-major (A from registers where it is not); C is stored from "
+              "registers");
 #endif
+static_assert(!C_COL_MAJOR || (A_IN_REGISTERS && !TMA_STORE),
+              "C is stored transposed by the TF32 kernel of Cᵀ = Bᵀ·Aᵀ, from registers");
 #if SCALED
 static_assert(!A_COL_MAJOR && B_COL_MAJOR, "8-bit float wgmma reads both operands K-major");
 static_assert(PROMOTE_K % BK == 0 && PROMOTE_K > 0, "sums are promoted after whole k-tiles");
@@ -158,6 +174,32 @@ __device__ __forceinline__ void hopper_store(T* c, int M, int N, int row, int co
   }
 }
 
+#if C_COL_MAJOR
+// C(row, col) and C(row, col + 1) of this batch's C, stored column-major (M rows a column), where they exist.
+__device__ __forceinline__ void hopper_store_transposed(T* c, int M, int N, int row, int col, float v0, float v1) {
+  if (row >= M || col >= N) return;
+  T* p = c + (i64)col * M + row;
+  p[0] = v0;
+  if (col + 1 < N) p[M] = v1;
+}
+#endif
+
+#if A_IN_REGISTERS
+// Where this thread's TF32 A fragments lie in a column-major stage ([BM/32][BK][32] floats, 128-byte swizzled: k
+// line L's chunk q at q ^ (L % 8)), in floats from the consumer's first row: a0 .. a3 of m64 block 0 and step 0
+// (rows p, p + 4 at k = t; the same at k = t + 4; the file's header). Block i and step kk add 2048·i and 256·kk.
+__device__ __forceinline__ void a_fragment_offsets(int (&o)[4], int warp, int lane) {
+  const int g = lane / 4, t = lane % 4;
+  const int block = warp / 2 * 32 * BK;                      // the 32-row block of row p
+  const int chunk = warp % 2 * 2 + g / 4 * 4, within = g % 4;  // p's 16-byte chunk of its line, its float there
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int k = t + j / 2 * 4, q = chunk + j % 2;
+    o[j] = block + k * 32 + (q ^ k) * 4 + within;
+  }
+}
+#endif
+
 #if SCALED
 // The scaled output of total's v0, v1 at (row, col), (row, col + 1): times the scales (one each, or scale_a[row] and
 // scale_b[col], [col + 1]; those past M and N are not read), plus bias[col], [col + 1] (BIAS 1).
@@ -181,11 +223,11 @@ __device__ __forceinline__ void scaled_pair(float& v0, float& v1, int row, int c
 #endif
 
 // The kernel of the file's header. a_map, b_map: tensor maps of A (Ba, M, K) with boxes (BK, BM, 1) (column-major:
-// of Aᵀ (Ba, K, M), boxes (64, 64, 1)) and of B (Bb, K, N) with boxes (64, 64, 1) (column-major: Bᵀ (Bb, N, K),
-// boxes (BK, BN, 1)), 128-byte swizzled; a_batched / b_batched: whether A / B step with z (else batch 0 serves
-// every z); c_map (TMA_STORE 1): C (batch, M, N) with boxes (64, 64, 1), 128-byte swizzled; SCALED 1: scale_a,
-// scale_b (one float each, or M and N) and bias (N of T; unread where BIAS is 0). Grid: up to one block per SM,
-// any number; block KERNEL_THREADS.
+// of Aᵀ (Ba, K, M), boxes (MN_LINE, BK, 1): (64, 64, 1), in TF32 (32, 32, 1)) and of B (Bb, K, N) with boxes
+// (64, 64, 1) (column-major: Bᵀ (Bb, N, K), boxes (BK, BN, 1)), 128-byte swizzled; a_batched / b_batched: whether
+// A / B step with z (else batch 0 serves every z); c_map (TMA_STORE 1): C (batch, M, N) with boxes (64, 64, 1),
+// 128-byte swizzled; SCALED 1: scale_a, scale_b (one float each, or M and N) and bias (N of T; unread where BIAS is
+// 0). Grid: up to one block per SM, any number; block KERNEL_THREADS.
 extern "C" __global__ void __launch_bounds__(KERNEL_THREADS, 1)
     HOPPER_KERNEL(const __grid_constant__ TensorMap a_map, const __grid_constant__ TensorMap b_map,
                   T* __restrict__ c, int M, int N, int K, int batch, int a_batched, int b_batched
@@ -229,8 +271,9 @@ extern "C" __global__ void __launch_bounds__(KERNEL_THREADS, 1)
           mbar_arrive_expect(&full[slot], (A_STAGE + B_STAGE) * (unsigned)sizeof(AB_T));
 #if A_COL_MAJOR
 #pragma unroll
-          for (int mb = 0; mb < BM / 64; ++mb)
-            tma_load_3d(sa + slot * A_STAGE + mb * 64 * BK, &a_map, m0 + mb * 64, kt * BK, za, &full[slot]);
+          for (int mb = 0; mb < BM / MN_LINE; ++mb)
+            tma_load_3d(sa + slot * A_STAGE + mb * MN_LINE * BK, &a_map, m0 + mb * MN_LINE, kt * BK, za,
+                        &full[slot]);
 #else
           tma_load_3d(sa + slot * A_STAGE, &a_map, kt * BK, m0, za, &full[slot]);
 #endif
@@ -254,10 +297,15 @@ extern "C" __global__ void __launch_bounds__(KERNEL_THREADS, 1)
   // Stages, m64 blocks and k16 steps move only the start address (16-byte units).
   const u64 a_desc = sw128_desc(sa + wg * WG_ROWS * BK, A_COL_MAJOR ? BK * 128 : 16);
   const u64 b_desc = sw128_desc(sb, B_COL_MAJOR ? 16 : BK * 128);
-  constexpr int A_UNITS = A_STAGE * sizeof(AB_T) / 16, B_UNITS = B_STAGE * sizeof(AB_T) / 16;
+  [[maybe_unused]] constexpr int A_UNITS = A_STAGE * sizeof(AB_T) / 16;  // not read where A is in registers
+  constexpr int B_UNITS = B_STAGE * sizeof(AB_T) / 16;
   const int warp = threadIdx.x % 128 / 32, lane = threadIdx.x % 32;
 
   float acc[MW][NACC];
+#if A_IN_REGISTERS
+  int a_offsets[4];
+  a_fragment_offsets(a_offsets, warp, lane);
+#endif
 #if SCALED
   float total[MW][NACC];  // the sums in float32, promoted from acc
 #endif
@@ -312,6 +360,47 @@ extern "C" __global__ void __launch_bounds__(KERNEL_THREADS, 1)
         }
       }
     }
+#elif A_IN_REGISTERS
+    // A k-tile's steps in groups of RS_STEPS, each group's A registers loaded just before it; two sets taken in
+    // turn, since a group holds its set until it completes, at the wait after the next group's issue. A k-tile has
+    // an even number of groups, so each set's groups are fixed at compile time and ptxas sees which set a wait
+    // frees (it serializes the MMAs where it cannot: with groups of one step it did in some builds; whole k-tiles
+    // spilled). The wait after a k-tile's first group frees the stage before it.
+    unsigned set0[MW][RS_STEPS][4], set1[MW][RS_STEPS][4];
+    auto group = [&](unsigned (&f)[MW][RS_STEPS][4], unsigned (&other)[MW][RS_STEPS][4], const float* stage,
+                     u64 b, int kk0) {
+#pragma unroll
+      for (int i = 0; i < MW; ++i)
+#pragma unroll
+        for (int kk = 0; kk < RS_STEPS; ++kk)
+#pragma unroll
+          for (int j = 0; j < 4; ++j)
+            f[i][kk][j] = __float_as_uint(stage[a_offsets[j] + i * 64 * BK + (kk0 + kk) * 8 * 32]);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < RS_STEPS; ++kk)
+#pragma unroll
+        for (int i = 0; i < MW; ++i) wgmma_rs_tf32(acc[i], f[i][kk], b + (kk0 + kk) * B_STEP);
+      wgmma_commit();
+      wgmma_wait<1>();
+      fence_operands(other);
+    };
+    for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+      const int slot = it % STAGES;
+      mbar_wait(&full[slot], it / STAGES & 1);
+      const float* stage = reinterpret_cast<const float*>(sa + slot * A_STAGE) + wg * WG_ROWS * BK;
+      const u64 b = b_desc + slot * B_UNITS;
+#pragma unroll
+      for (int kk0 = 0; kk0 < K_STEPS; kk0 += 2 * RS_STEPS) {
+        group(set0, set1, stage, b, kk0);
+        if (kk0 == 0 && kt > 0) mbar_arrive(&empty[(it - 1) % STAGES]);
+        group(set1, set0, stage, b, kk0 + RS_STEPS);
+      }
+    }
+    wgmma_wait<0>();
+#pragma unroll
+    for (int i = 0; i < MW; ++i) fence_operands(acc[i]);
+    if (k_tiles > 0) mbar_arrive(&empty[(it - 1) % STAGES]);
 #else
     for (int kt = 0; kt < k_tiles; ++kt, ++it) {
       const int slot = it % STAGES;
@@ -368,7 +457,14 @@ extern "C" __global__ void __launch_bounds__(KERNEL_THREADS, 1)
       }
 #else
     T* cz = c + (i64)z * M * N;
-    const int row = m0 + wg * WG_ROWS + warp * 16 + lane / 4, col = n0 + lane % 4 * 2;
+#if A_IN_REGISTERS  // the rows the fragments were loaded from (the file's header)
+    constexpr int HALF = 4;
+    const int row = m0 + wg * WG_ROWS + warp / 2 * 32 + warp % 2 * 8 + lane / 4 % 4 + lane / 16 * 16;
+#else
+    constexpr int HALF = 8;  // an m16 fragment's second rows
+    const int row = m0 + wg * WG_ROWS + warp * 16 + lane / 4;
+#endif
+    const int col = n0 + lane % 4 * 2;
 #pragma unroll
     for (int i = 0; i < MW; ++i)
 #pragma unroll
@@ -376,12 +472,17 @@ extern "C" __global__ void __launch_bounds__(KERNEL_THREADS, 1)
 #if SCALED
         float d[4] = {total[i][4 * j], total[i][4 * j + 1], total[i][4 * j + 2], total[i][4 * j + 3]};
         scaled_pair(d[0], d[1], row + i * 64, col + j * 8, M, N, scale_a, scale_b, bias);
-        scaled_pair(d[2], d[3], row + i * 64 + 8, col + j * 8, M, N, scale_a, scale_b, bias);
+        scaled_pair(d[2], d[3], row + i * 64 + HALF, col + j * 8, M, N, scale_a, scale_b, bias);
 #else
         const float* d = acc[i] + 4 * j;
 #endif
+#if C_COL_MAJOR
+        hopper_store_transposed(cz, M, N, row + i * 64, col + j * 8, d[0], d[1]);
+        hopper_store_transposed(cz, M, N, row + i * 64 + HALF, col + j * 8, d[2], d[3]);
+#else
         hopper_store(cz, M, N, row + i * 64, col + j * 8, d[0], d[1]);
-        hopper_store(cz, M, N, row + i * 64 + 8, col + j * 8, d[2], d[3]);
+        hopper_store(cz, M, N, row + i * 64 + HALF, col + j * 8, d[2], d[3]);
+#endif
       }
 #endif
   }

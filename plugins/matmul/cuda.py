@@ -4,9 +4,9 @@ Both are cp.async pipelines over BK-deep tiles (STAGES in flight) with grouped b
 Each has an aligned entry point (16-byte cp.async) and a guarded one (any size, any pointer). WGMMA 1 is
 Hopper's kernel (sm_90, compiled for sm_90a; fp16/bf16 operands with 16-byte aligned rows or columns): warpgroup
 MMAs fed by a producer warpgroup's TMA copies through an mbarrier ring, on a persistent grid (../_gemm/hopper.cuh).
-It also runs float32 where torch allows TF32 products (``torch.backends.cuda.matmul.allow_tf32``): TF32 wgmma, whose
-operands are both K-major, so a row-major B (or any operand whose rows the TMA unit cannot read K-major) is first
-copied into K-major rows.
+It also runs float32 where torch allows TF32 products (``torch.backends.cuda.matmul.allow_tf32``): TF32 wgmma,
+which reads B only K-major and A K-major or from registers, so a row-major B runs as Cᵀ = Bᵀ·Aᵀ with Bᵀ from
+registers; an operand whose rows the TMA unit cannot read is first copied into K-major rows.
 """
 
 from __future__ import annotations
@@ -220,19 +220,33 @@ class MatmulCuda(PersistentGrid, CudaImplementation):
 
     def run_tf32(self, a3: torch.Tensor, b3: torch.Tensor, out: torch.Tensor, batch: int, config: Mapping[str, Any],
                  threads: int, shared: int, props: Any) -> torch.Tensor:
-        """The Hopper kernel in TF32 over ``batch`` products (a3 or b3 of one broadcast): A's rows and Bᵀ's rows
-        K-major (k_major's copies where they are not), 32-deep k-tiles (one 128-byte line of float32), C stored from
-        registers."""
+        """The Hopper kernel in TF32 over ``batch`` products (a3 or b3 of one broadcast), 32-deep k-tiles (one
+        128-byte line of float32), C stored from registers. The instruction reads B only K-major (Bᵀ's rows), and A
+        either K-major by descriptor or from registers in any layout: a B whose rows the TMA unit reads as they lie
+        runs as Cᵀ = Bᵀ·Aᵀ, Bᵀ the kernel's column-major A (from registers) and Aᵀ its column-major B, C stored
+        transposed; any other B is read through Bᵀ's rows, K-major or a K-major copy (k_major). A is read through
+        its rows, or a K-major copy of them, either way."""
         (_, m, k), n = a3.shape, b3.shape[-1]
-        specialization = {**config, "BK": TF32_BK, "TF32": 1, "A_COL_MAJOR": 0, "B_COL_MAJOR": 1}
+        b_view = tma_view(b3)
+        swap = b_view is not None and not b_view[1]
+        specialization = {**config, "BK": TF32_BK, "TF32": 1, "A_COL_MAJOR": int(swap), "B_COL_MAJOR": 1,
+                          "C_COL_MAJOR": int(swap)}
         kernel = self.kernel("matmul_wgmma", torch.float32, specialization)
         # the operands, or their copies, held until the launch: a tensor map keeps an address, not the memory
         transpose = self.kernel("k_major_copy", torch.float32, specialization)
-        a_rows, b_rows = k_major(a3, transpose), k_major(b3.transpose(-1, -2), transpose)
+        a_rows = k_major(a3, transpose)
+        blocks = props.multi_processor_count * self.resident_blocks(kernel, threads, shared, props)
+        if swap:  # the kernel's A is Bᵀ (N×K, B's rows of N as its lines), its B Aᵀ: C (M×N) is its Cᵀ
+            bt_map = tensor_map(b3, (32, TF32_BK, 1))  # a box: 32 columns of B (a 128-byte line) by a k-tile
+            at_map = tensor_map(a_rows, (TF32_BK, config["BN"], 1))
+            tiles = batch * -(-n // config["BM"]) * -(-m // config["BN"])
+            kernel(bt_map, at_map, out, n, m, k, batch, int(b3.shape[0] > 1), int(a3.shape[0] > 1),
+                   grid=min(tiles, blocks), block=threads, shared_mem=shared)
+            return out
+        b_rows = k_major(b3.transpose(-1, -2), transpose)
         a_map = tensor_map(a_rows, (TF32_BK, config["BM"], 1))
         b_map = tensor_map(b_rows, (TF32_BK, config["BN"], 1))
         tiles = batch * -(-m // config["BM"]) * -(-n // config["BN"])
-        blocks = props.multi_processor_count * self.resident_blocks(kernel, threads, shared, props)
         kernel(a_map, b_map, out, m, n, k, batch, int(a3.shape[0] > 1), int(b3.shape[0] > 1), grid=min(tiles, blocks),
                block=threads, shared_mem=shared)
         return out
