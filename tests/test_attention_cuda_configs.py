@@ -142,8 +142,9 @@ def test_the_split_backward_compiles_without_a_large_spill(d):
 # --- the warpgroup-MMA forward (WGMMA 1, sm_90a) ------------------------------------------------------------------
 
 @pytest.mark.parametrize(("d", "masked", "expected"), [
-    (64, False, {"WARPS": 4, "BLOCK_M": 64, "BLOCK_N": 128, "STAGES": 3, "PRODUCER": 2, "OVERLAP": 1}),
-    (56, True, {"WARPS": 4, "BLOCK_M": 64, "BLOCK_N": 128, "STAGES": 3, "PRODUCER": 2, "OVERLAP": 1}),  # head dim 64
+    (64, False, {"WARPS": 12, "BLOCK_M": 192, "BLOCK_N": 128, "STAGES": 3, "PRODUCER": 3, "OVERLAP": 1}),
+    # head dim 64 with a mask: three consumer warpgroups spill, one runs
+    (56, True, {"WARPS": 4, "BLOCK_M": 64, "BLOCK_N": 128, "STAGES": 3, "PRODUCER": 2, "OVERLAP": 1}),
     (128, False, {"WARPS": 8, "BLOCK_N": 128, "STAGES": 3, "PRODUCER": 3, "OVERLAP": 1}),
     (128, True, {"WARPS": 8, "BLOCK_N": 64, "STAGES": 3, "PRODUCER": 2, "OVERLAP": 1}),  # 128-key scores overflow
 ])                                                                                        # the masked budget
@@ -225,6 +226,33 @@ def test_the_producer_warp_kernel_compiles_for_sm90a(d, producer, overlap):
     _, log = ptxas_report(IMPL, defines, "sm_90a")
     assert "serialized" not in log
     assert spills(log) == [0]
+
+
+@pytest.mark.skipif(not cuda.compile_available()[0], reason="NVRTC not available")
+@pytest.mark.parametrize(("d", "block_n"), [(64, 128), (64, 64), (128, 64)])
+def test_three_consumer_warpgroups_compile_with_the_registers_the_producer_warpgroup_moves(d, block_n):
+    """16 warps start with 128 registers a thread; the producer warpgroup keeps 24 and the three consumer
+    warpgroups get 160: enough for FlashAttention-3's order without spills at head dim 64, and at 128 with 64-key
+    tiles."""
+    call = forward_call(d, False)
+    config = IMPL.config({"WGMMA": 1, "WARPS": 12, "BLOCK_M": 192, "BLOCK_N": block_n, "STAGES": 3, "PRODUCER": 3,
+                          "OVERLAP": 1})
+    IMPL.shared_memory(call, config)
+    defines = {k: v for k, v in attention_cuda.call_defines(call, config).items() if k.isupper()}
+    _, log = ptxas_report(IMPL, defines, "sm_90a")
+    assert "serialized" not in log
+    assert spills(log) == [0]
+
+
+def test_three_consumer_warpgroups_refuse_what_spills_in_their_registers():
+    """68 bytes a thread spill with an attn_mask at head dim 64 (NVRTC 13.5), 336 in FlashAttention-3's order with
+    128-key tiles at head dim 128."""
+    config = IMPL.config({"WGMMA": 1, "WARPS": 12, "BLOCK_M": 192, "BLOCK_N": 128, "STAGES": 2, "PRODUCER": 3,
+                          "OVERLAP": 1})
+    for call in (forward_call(128, False), forward_call(64, True)):
+        with pytest.raises(UnsupportedError, match="spill"):
+            IMPL.shared_memory(call, config)
+    assert IMPL.shared_memory(forward_call(64, False), config)["attention_forward"] > 0
 
 
 def test_flashattention3_s_order_at_head_dim_128_takes_the_producer_warpgroup_s_registers():

@@ -51,13 +51,15 @@
 // their own (the block's last), by cp.async, stages handed over by mbarriers; 2: one thread of that warp, by the
 // TMA unit (cp.async.bulk.tensor from the tensor maps the launch passes), the same mbarriers; 3: as 2 from a
 // warpgroup of its own, which hands most of its registers to the consumers (setmaxnreg: 24 a thread for the
-// producer, 240 for two consumer warpgroups, where 384 threads start with 168).
+// producer, 240 for two consumer warpgroups, where 384 threads start with 168; 160 for three, where 512 start
+// with 128).
 #ifndef PRODUCER
 #define PRODUCER 0
 #endif
 #define TMA (WGMMA && PRODUCER >= 2)
 #define PRODUCER_WARPS (PRODUCER == 3 ? 4 : PRODUCER ? 1 : 0)
-#define MOVE_REGISTERS (PRODUCER == 3 && WARPS == 8)
+#define MOVE_REGISTERS (PRODUCER == 3 && (WARPS == 8 || WARPS == 12))
+#define CONSUMER_REGISTERS (WARPS == 8 ? 240 : 160)  // 128·(24 + WARPS / 4 · CONSUMER_REGISTERS) ≤ 65536
 // WGMMA with a PRODUCER only. OVERLAP 1: FlashAttention-3's order inside a warpgroup: tile j's S = Q·Kᵀ and
 // tile j−1's O += P·V are issued together, and tile j's softmax runs while that P·V does (P of tile j−1 stays in
 // registers; a stage is handed back after its P·V, one tile later).
@@ -399,7 +401,7 @@ __device__ __forceinline__ void forward_block(const BlockPlace& at, i64 q_sm, i6
   }
 #endif
 #if MOVE_REGISTERS
-  setmaxnreg_inc<240>();
+  setmaxnreg_inc<CONSUMER_REGISTERS>();
 #endif
   // this warpgroup's 64 q rows (rows wg·64.. of every column block)
   load_rows_sw<64, BLOCK_M, 128, QK_DIM / 8>(sq + wg * 64 * 64, at.q, q_sm, m0 + wg * 64, n_q, dqk,

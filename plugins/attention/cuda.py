@@ -50,6 +50,14 @@ from kernelzoo.registry import FP8, Call, dtype_name, parse_dtype
 FP8_HEAD_DIM = 128  # an 8-bit q or k row fills one 128-byte swizzled line
 
 
+def spills_in_three_warpgroups(config: Mapping[str, Any], head_dim: int, masked: bool) -> bool:
+    """Whether ``config``'s three consumer warpgroups (12 warps and a producer warpgroup: 160 registers a thread)
+    spill at ``head_dim``: with an attn_mask (68 bytes a thread at 64), and in FlashAttention-3's order with 128-key
+    tiles at 128 (336), as ptxas (NVRTC 13.5) builds them."""
+    return (config["WARPS"] == 12 and config.get("PRODUCER") == 3
+            and (masked or bool(config.get("OVERLAP") and head_dim == 128 and config["BLOCK_N"] == 128)))
+
+
 class AttentionCuda(FlashCuda):
     op = "attention"
     dtypes = {"cuda": (torch.float16, torch.bfloat16, *FP8)}
@@ -64,7 +72,8 @@ class AttentionCuda(FlashCuda):
     # rejected, not run twice. 12 warps (192 rows) are the warpgroup kernel's only. PRODUCER 1 (warpgroup kernel,
     # up to 8 warps): one warp more loads K and V, handing stages over by mbarriers instead of a barrier a tile;
     # PRODUCER 2: that warp's first thread loads them by TMA (a tile is 2·HEAD_DIM/64 copies, not 64 a lane);
-    # PRODUCER 3: as 2, from a warpgroup of its own whose registers go to the consumers (setmaxnreg). OVERLAP 1
+    # PRODUCER 3: as 2, from a warpgroup of its own whose registers go to the consumers (setmaxnreg; up to three
+    # consumer warpgroups, 160 registers a thread with three). OVERLAP 1
     # (with a producer): FlashAttention-3's order, tile j's S = Q·Kᵀ issued with tile j−1's P·V and its softmax
     # run while that P·V does.
     config_space = {"BLOCK_M": [64, 128, 192], "BLOCK_N": [32, 64, 128], "WARPS": [4, 8, 12], "STAGES": [2, 3],
@@ -79,6 +88,8 @@ class AttentionCuda(FlashCuda):
     # The warpgroup MMAs (hopper_defaults; the fastest first: a search of a few trials reaches only the first
     # seeds), then 32-key tiles with q from shared memory, which spill nothing at 128, and 8 warps of 16 rows.
     tuning_seeds = ({"WGMMA": 1, "WARPS": 8, "BLOCK_N": 128, "STAGES": 3, "PRODUCER": 3, "OVERLAP": 1},
+                    {"WGMMA": 1, "WARPS": 12, "BLOCK_M": 192, "BLOCK_N": 128, "STAGES": 3, "PRODUCER": 3,
+                     "OVERLAP": 1},
                     {"WGMMA": 1, "WARPS": 4, "BLOCK_M": 64, "BLOCK_N": 128, "STAGES": 3, "PRODUCER": 2, "OVERLAP": 1},
                     {"WGMMA": 1, "WARPS": 8, "BLOCK_N": 64, "STAGES": 3, "PRODUCER": 2, "OVERLAP": 1},
                     {"WGMMA": 1, "WARPS": 4, "BLOCK_M": 64, "BLOCK_N": 128},
@@ -86,11 +97,14 @@ class AttentionCuda(FlashCuda):
                     {"WGMMA": 1, "WARPS": 12, "BLOCK_M": 192, "BLOCK_N": 128},
                     {"WARPS": 4, "BLOCK_N": 32, "Q_REGS": 0}, {"WARPS": 8})
     # On an sm_90 device a call given the default runs the warpgroup MMAs where they fit, before the default and
-    # its fallbacks: per kernel head dim, the fastest first (at 64 one warpgroup with 128-key tiles in
-    # FlashAttention-3's order, then without it; at 128 two warpgroups, a producer warpgroup's TMA copies and that
-    # order with 128-key tiles, then three warpgroups, then two), then 64-key tiles (what fits with an attn_mask at
-    # 128). The ranking: docs/design/flash-attention.md.
-    hopper_defaults = {64: ({"WGMMA": 1, "WARPS": 4, "BLOCK_M": 64, "BLOCK_N": 128, "STAGES": 3, "PRODUCER": 2,
+    # its fallbacks: per kernel head dim, the fastest first (at 64 three warpgroups of 64 rows and a producer
+    # warpgroup's TMA copies in FlashAttention-3's order with 128-key tiles, then one warpgroup that way, then
+    # without the order; at 128 two warpgroups, a producer warpgroup's TMA copies and that order with 128-key
+    # tiles, then three warpgroups, then two), then 64-key tiles (what fits with an attn_mask at 128). The
+    # ranking: docs/design/flash-attention.md.
+    hopper_defaults = {64: ({"WGMMA": 1, "WARPS": 12, "BLOCK_M": 192, "BLOCK_N": 128, "STAGES": 3, "PRODUCER": 3,
+                             "OVERLAP": 1},
+                            {"WGMMA": 1, "WARPS": 4, "BLOCK_M": 64, "BLOCK_N": 128, "STAGES": 3, "PRODUCER": 2,
                              "OVERLAP": 1},
                             {"WGMMA": 1, "WARPS": 4, "BLOCK_M": 64, "BLOCK_N": 128}),
                        128: ({"WGMMA": 1, "WARPS": 8, "BLOCK_N": 128, "STAGES": 3, "PRODUCER": 3, "OVERLAP": 1},
@@ -125,8 +139,9 @@ class AttentionCuda(FlashCuda):
             shared = 1024 + 2 * hd * (bm + 2 * config["STAGES"] * bn)
         if config.get("PRODUCER"):  # a warp or warpgroup more: 13 warps would leave a thread fewer registers than
             # the 158 needed
-            if config["WARPS"] > 8:
-                raise UnsupportedError(f"{self.key}: PRODUCER takes up to two warpgroups, not {config}")
+            if config["WARPS"] > 8 and config["PRODUCER"] < 3:
+                raise UnsupportedError(f"{self.key}: PRODUCER {config['PRODUCER']} takes up to two warpgroups (a "
+                                       f"producer warpgroup, PRODUCER 3, up to three), not {config}")
             shared += 16 * config["STAGES"]  # a full and an empty mbarrier a stage
             why = tma_unavailable(call.device) if config["PRODUCER"] >= 2 else None
             if why:
@@ -134,6 +149,10 @@ class AttentionCuda(FlashCuda):
             if config.get("OVERLAP") and hd == 128 and bn == 128 and config["WARPS"] == 8 and config["PRODUCER"] < 3:
                 raise UnsupportedError(f"{self.key}: OVERLAP with two warpgroups of 128-key tiles at head dim 128 "
                                        f"needs the registers PRODUCER 3 moves (168 a thread spill): {config}")
+            if spills_in_three_warpgroups(config, hd, call.inputs.get("attn_mask") is not None):
+                raise UnsupportedError(f"{self.key}: three consumer warpgroups (160 registers a thread) spill with "
+                                       f"an attn_mask, and in FlashAttention-3's order with 128-key tiles at head "
+                                       f"dim 128: {config}")
         elif config.get("OVERLAP"):
             raise UnsupportedError(f"{self.key}: OVERLAP hands stages back by a PRODUCER's mbarriers: {config}")
         budget = STATE_REGISTERS["forward" if call.inputs.get("attn_mask") is None else "forward_masked"]
