@@ -8,10 +8,9 @@ float32, and float32 with TF32 allowed (``torch.backends.cuda.matmul.allow_tf32`
 shape. Every candidate is checked against a float64 product of the same inputs before it is timed (a wrong result
 is reported, not timed). Times are medians of CUDA events with the L2 flushed (kernelzoo.timing), the candidates of
 a shape timed in turn over --rounds interleaved rounds, each in its own shuffled order, and the median of the
-rounds' medians kept. The triton and cuda
-columns run the config the --winners file stores for the key (the plugin's default without one); dispatch is
-``kernelzoo.ops.matmul`` on the installed database. Writes matmul_bench.json, matmul_bench.md and a plot
-(matmul_bench.png) under --out and prints the table.
+rounds' medians kept. The triton and cuda columns run the config the --winners file stores for the key (the
+plugin's default without one); dispatch is ``kernelzoo.ops.matmul`` on the installed database. Writes
+matmul_bench.json, matmul_bench.md and a plot (matmul_bench.png) under --out and prints the table.
 """
 
 from __future__ import annotations
