@@ -96,6 +96,45 @@ def test_tf32_stores_c_from_registers(monkeypatch):
     assert "batch of up to 65535 (one grid z each), not 65536" in IMPL.wgmma_unsupported(many)
 
 
+class RecordedKernel:
+    """A kernel that records its launches instead of running them."""
+
+    def __init__(self, name: str, specialization: dict, launches: list) -> None:
+        self.name, self.specialization, self.launches = name, specialization, launches
+
+    def __call__(self, *args: object, **launch: object) -> None:
+        self.launches.append((self.name, self.specialization, args))
+
+
+@pytest.mark.parametrize("b_layout", ["row-major", "column-major"])
+def test_tf32_runs_a_row_major_b_as_the_transposed_product(monkeypatch, b_layout):
+    """A B whose rows the TMA unit reads as they lie is the kernel's column-major A (Bᵀ, loaded into registers),
+    A's rows its B, M and N swapped and C stored transposed, with nothing copied; a column-major B is read through
+    Bᵀ's rows as they lie, the product as written."""
+    launches: list = []
+    monkeypatch.setattr(IMPL, "kernel", lambda name, dtype, spec: RecordedKernel(name, spec, launches))
+    monkeypatch.setattr(IMPL, "resident_blocks", lambda *args: 1)
+    monkeypatch.setattr(matmul_cuda, "tensor_map", lambda t, box: (t, box))
+    a = torch.randn(2, 40, 64)
+    b = torch.randn(2, 64, 72) if b_layout == "row-major" else torch.randn(2, 72, 64).transpose(1, 2)
+    config = wgmma(CONSUMERS=2)
+    threads, shared = IMPL.wgmma_shape(config)
+    props = type("Props", (), {"multi_processor_count": 132})()
+    IMPL.run_tf32(a, b, torch.empty(2, 40, 72), 2, config, threads, shared, props)
+    (name, spec, args), = launches  # one launch: no copy
+    first, second = args[0], args[1]
+    assert name == "matmul_wgmma" and spec["TF32"] == 1 and spec["B_COL_MAJOR"] == 1
+    if b_layout == "row-major":
+        assert spec["A_COL_MAJOR"] == spec["C_COL_MAJOR"] == 1
+        assert first[0].data_ptr() == b.data_ptr() and first[1] == (32, matmul_cuda.TF32_BK, 1)
+        assert second[0].data_ptr() == a.data_ptr() and second[1] == (matmul_cuda.TF32_BK, config["BN"], 1)
+        assert args[3:6] == (72, 40, 64)  # the kernel's M, N, K: N, M, K
+    else:
+        assert spec["A_COL_MAJOR"] == spec["C_COL_MAJOR"] == 0
+        assert first[0].data_ptr() == a.data_ptr() and second[0].data_ptr() == b.data_ptr()
+        assert args[3:6] == (40, 72, 64)
+
+
 @pytest.mark.parametrize(("make", "copied"), [
     (lambda: torch.zeros(2, 40, 64), False),                    # contiguous rows 256 bytes apart
     (lambda: torch.zeros(1, 40, 65), True),                     # K = 65: rows 260 bytes apart
