@@ -244,6 +244,23 @@ def test_three_consumer_warpgroups_compile_with_the_registers_the_producer_warpg
     assert spills(log) == [0]
 
 
+@pytest.mark.skipif(not cuda.compile_available()[0], reason="NVRTC not available")
+@pytest.mark.parametrize("kind", ["float8_e4m3fn", "float8_e5m2"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_three_consumer_warpgroups_compile_for_fp8_at_head_dim_64(kind, causal):
+    """FP8 calls at head dim 64 run float16 products on the 16-bit tiles with the descales applied in the kernel:
+    the three-warpgroup default builds without spills there too."""
+    dtype = getattr(torch, kind)
+    q = torch.zeros((1, 2, 33, 64)).to(dtype)
+    call = OP.check(q, q, q, causal=causal)
+    config = IMPL.config(IMPL.hopper_defaults[64][0])
+    IMPL.shared_memory(call, config)
+    defines = IMPL.defines(dtype, {**attention_cuda.call_defines(call, config), "SCALE_POSITIVE": 0})
+    _, log = ptxas_report(IMPL, {k: v for k, v in defines.items() if k != "T"}, "sm_90a", defines["T"])
+    assert "'attention_forward' for 'sm_90a'" in log and "serialized" not in log
+    assert spills(log) == [0]
+
+
 def test_three_consumer_warpgroups_refuse_what_spills_in_their_registers():
     """68 bytes a thread spill with an attn_mask at head dim 64 (NVRTC 13.5), 336 in FlashAttention-3's order with
     128-key tiles at head dim 128."""

@@ -115,7 +115,7 @@ def test_tf32_runs_a_row_major_b_as_the_transposed_product(monkeypatch, b_layout
     monkeypatch.setattr(IMPL, "kernel", lambda name, dtype, spec: RecordedKernel(name, spec, launches))
     monkeypatch.setattr(IMPL, "resident_blocks", lambda *args: 1)
     monkeypatch.setattr(matmul_cuda, "tensor_map", lambda t, box: (t, box))
-    a = torch.randn(2, 40, 64)
+    a = torch.randn(1, 40, 64)  # broadcast over B's batch of 2
     b = torch.randn(2, 64, 72) if b_layout == "row-major" else torch.randn(2, 72, 64).transpose(1, 2)
     config = wgmma(CONSUMERS=2)
     threads, shared = IMPL.wgmma_shape(config)
@@ -128,11 +128,11 @@ def test_tf32_runs_a_row_major_b_as_the_transposed_product(monkeypatch, b_layout
         assert spec["A_COL_MAJOR"] == spec["C_COL_MAJOR"] == 1
         assert first[0].data_ptr() == b.data_ptr() and first[1] == (32, matmul_cuda.TF32_BK, 1)
         assert second[0].data_ptr() == a.data_ptr() and second[1] == (matmul_cuda.TF32_BK, config["BN"], 1)
-        assert args[3:6] == (72, 40, 64)  # the kernel's M, N, K: N, M, K
+        assert args[3:9] == (72, 40, 64, 2, 1, 0)  # the kernel's M, N, K: N, M, K; its A (B) steps with z
     else:
         assert spec["A_COL_MAJOR"] == spec["C_COL_MAJOR"] == 0
         assert first[0].data_ptr() == a.data_ptr() and second[0].data_ptr() == b.data_ptr()
-        assert args[3:6] == (40, 72, 64)
+        assert args[3:9] == (40, 72, 64, 2, 0, 1)
 
 
 @pytest.mark.parametrize(("make", "copied"), [

@@ -2,23 +2,24 @@
 // with TF32 1, float32 in TF32, and with SCALED 1, scaled_matmul's 8-bit float GEMM, on the same pipeline (below).
 // A is M×K and B is K×N, each row-major or, with A_COL_MAJOR / B_COL_MAJOR, column-major (a transposed view),
 // read as they lie through 3-d tensor maps (innermost dim, outer dim, batch; a batch of one is read at batch 0 by
-// every z) whose strides the TMA unit needs in multiples of 16 bytes. C is M×N row-major, contiguous per batch.
+// every z) whose strides the TMA unit needs in multiples of 16 bytes. C is M×N row-major (with C_COL_MAJOR,
+// column-major), contiguous per batch.
 // Defines: BM×BN the block tile, BK 64, STAGES, CONSUMERS (1 or 2 warpgroups), TMA_STORE, A_COL_MAJOR,
-// B_COL_MAJOR; with TF32 1, BK 32; with SCALED 1, BK 128, A_F8, B_F8, PROMOTE_K, SCALE_ROWS, BIAS.
+// B_COL_MAJOR; with TF32 1, BK 32 and C_COL_MAJOR; with SCALED 1, BK 128, A_F8, B_F8, PROMOTE_K, SCALE_ROWS, BIAS.
 //
 // A persistent grid: each block walks output tiles blockIdx.x, +gridDim.x, ... of the batch's tiles in grouped
 // order (GROUP_M tile rows sweep the columns, so that the blocks in flight share A rows and B columns in L2).
 //
-// Warp specialization. The last warpgroup is the producer: its first thread issues, for each k-tile of each tile,
-// the TMA boxes of A (one of 64 k × BM rows; column-major, BM/64 of 64 m × 64 k) and of B (BN/64 of 64 n × 64 k;
-// column-major, one of 64 k × BN) into a stage of a STAGES-deep ring, on the stage's `full` mbarrier with the
-// stage's bytes expected (whole boxes: elements past the matrix arrive as zeros and count). The CONSUMERS
-// warpgroups before it each own BM/CONSUMERS rows of the tile (MW m64 blocks) and all BN columns: they wait on
-// `full`, issue the k-tile's 4 k16 steps as one wgmma group and keep one group in flight, so that a stage is
-// handed back on its `empty` mbarrier (every consumer thread arrives) once the group after it has been issued and
-// its own has completed. Stage s of the ring is used for the k-tiles it ≡ s (mod STAGES) counted across the
-// block's tiles: fill f waits on parity f & 1. With two consumers the producer gives its registers away
-// (setmaxnreg), so that the 128 accumulators a thread holds and the addressing around them stay in registers.
+// Warp specialization. The last warpgroup is the producer: its first thread issues, for each k-tile of each tile, the
+// TMA boxes of A (one of 64 k × BM rows; column-major, BM/MN_LINE of MN_LINE m × BK k: 64 × 64, in TF32 32 × 32) and of
+// B (BN/64 of 64 n × 64 k; column-major, one of 64 k × BN) into a stage of a STAGES-deep ring, on the stage's `full`
+// mbarrier with the stage's bytes expected (whole boxes: elements past the matrix arrive as zeros and count). The
+// CONSUMERS warpgroups before it each own BM/CONSUMERS rows of the tile (MW m64 blocks) and all BN columns: they wait
+// on `full`, issue the k-tile's 4 k16 steps as one wgmma group and keep one group in flight, so that a stage is handed
+// back on its `empty` mbarrier (every consumer thread arrives) once the group after it has been issued and its own has
+// completed. Stage s of the ring is used for the k-tiles it ≡ s (mod STAGES) counted across the block's tiles: fill f
+// waits on parity f & 1. With two consumers the producer gives its registers away (setmaxnreg), so that the 128
+// accumulators a thread holds and the addressing around them stay in registers.
 //
 // Tiles in shared memory are 128-byte swizzled, as the TMA unit writes them and the descriptors read them
 // (wgmma.cuh). A row-major operand's stage is [rows][64] (K-major: 8-row groups 1024 bytes apart; step kk of a
@@ -117,8 +118,9 @@ static_assert(sizeof(T) == 4 && B_COL_MAJOR && !TMA_STORE && !SCALED,
               "TF32 wgmma reads float32 operands, B K-major (A from registers where it is not); C is stored from "
               "registers");
 #endif
-static_assert(!C_COL_MAJOR || (A_IN_REGISTERS && !TMA_STORE),
-              "C is stored transposed by the TF32 kernel of Cᵀ = Bᵀ·Aᵀ, from registers");
+static_assert(A_IN_REGISTERS == C_COL_MAJOR && !(C_COL_MAJOR && TMA_STORE),
+              "a column-major A in TF32 is the Bᵀ of Cᵀ = Bᵀ·Aᵀ, whose C is stored transposed from registers");
+static_assert(K_STEPS % (2 * RS_STEPS) == 0, "a k-tile's wgmma groups take the two A register sets in turn");
 #if SCALED
 static_assert(!A_COL_MAJOR && B_COL_MAJOR, "8-bit float wgmma reads both operands K-major");
 static_assert(PROMOTE_K % BK == 0 && PROMOTE_K > 0, "sums are promoted after whole k-tiles");

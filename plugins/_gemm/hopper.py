@@ -18,9 +18,9 @@ def k_major(t: torch.Tensor, transpose: Kernel | None = None) -> torch.Tensor:
     """``t`` (batch, rows, K) as the TMA unit can read it K-major: itself where its rows are contiguous, 16-byte
     aligned and 16 bytes apart (a batch of one needs no batch stride), else a copy whose rows are K elements of a
     16-byte padded line. ``transpose`` (float32: hopper.cuh's k_major_copy) makes the copy of a ``t`` whose K
-    elements lie apart and whose rows lie together (a row-major B read as Bᵀ) in blocks through shared memory, where
-    an element-wise copy would read across rows. The caller holds the result until its launch: a tensor map keeps an
-    address, not the memory."""
+    elements lie apart and whose rows lie together (a column-major A, or Bᵀ of a B whose rows the TMA unit cannot
+    read) in blocks through shared memory, where an element-wise copy would read across rows. The caller holds the
+    result until its launch: a tensor map keeps an address, not the memory."""
     size = t.element_size()
     strides_ok = all(s * size % 16 == 0 and s > 0 for s, n in zip(t.stride()[:-1], t.shape[:-1]) if n > 1)
     if t.stride(-1) == 1 and strides_ok and t.data_ptr() % 16 == 0:

@@ -6,7 +6,8 @@ Hopper's kernel (sm_90, compiled for sm_90a; fp16/bf16 operands with 16-byte ali
 MMAs fed by a producer warpgroup's TMA copies through an mbarrier ring, on a persistent grid (../_gemm/hopper.cuh).
 It also runs float32 where torch allows TF32 products (``torch.backends.cuda.matmul.allow_tf32``): TF32 wgmma,
 which reads B only K-major and A K-major or from registers, so a row-major B runs as Cᵀ = Bᵀ·Aᵀ with Bᵀ from
-registers; an operand whose rows the TMA unit cannot read is first copied into K-major rows.
+registers and a column-major B as it lies; a B the TMA unit can read neither way, and an A it cannot read K-major,
+are first copied into K-major rows.
 """
 
 from __future__ import annotations
