@@ -15,7 +15,7 @@ markdown table (with the speed targets met, and the tuned dispatch against the f
 (attention_bench.png) under --out, and prints the tables.
 
 --fp8 adds, per shape, the forward on float8_e4m3fn q, k, v (amax-quantized per kv head): the triton plugin with
-P·V in FP8 and in float16 (PV_FP8 1 and 0), the cuda plugin (head dim 128; the stored config with --winners), each
+P·V in FP8 and in float16 (PV_FP8 1 and 0), the cuda plugin (the stored config with --winners), each
 with the op's own verdict against the float64 reference of the dequantized inputs (skipped past 4·32·4096² scores,
 where that reference takes minutes), and the dispatched call, against cuDNN's float16 forward of the same shape
 (--fp8-only: those rows alone).

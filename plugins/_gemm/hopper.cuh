@@ -164,9 +164,15 @@ __device__ __forceinline__ void hopper_pair(float* p, float v0, float v1) {
 }
 
 // C(row, col) and C(row, col + 1) of this batch's C, where they exist (col is even): one store of the pair where N
-// is even (both exist or neither, and the pair is aligned), else one store each.
+// is even (both exist or neither, and the pair is aligned), else one store each. C_COL_MAJOR: C is stored
+// column-major (M rows a column), the pair M elements apart.
 __device__ __forceinline__ void hopper_store(T* c, int M, int N, int row, int col, float v0, float v1) {
   if (row >= M || col >= N) return;
+#if C_COL_MAJOR
+  T* p = c + (i64)col * M + row;
+  p[0] = kz_from_float<T>(v0);
+  if (col + 1 < N) p[M] = kz_from_float<T>(v1);
+#else
   T* p = c + (i64)row * N + col;
   if (N % 2 == 0) {
     hopper_pair(p, v0, v1);
@@ -174,17 +180,8 @@ __device__ __forceinline__ void hopper_store(T* c, int M, int N, int row, int co
     p[0] = kz_from_float<T>(v0);
     if (col + 1 < N) p[1] = kz_from_float<T>(v1);
   }
-}
-
-#if C_COL_MAJOR
-// C(row, col) and C(row, col + 1) of this batch's C, stored column-major (M rows a column), where they exist.
-__device__ __forceinline__ void hopper_store_transposed(T* c, int M, int N, int row, int col, float v0, float v1) {
-  if (row >= M || col >= N) return;
-  T* p = c + (i64)col * M + row;
-  p[0] = v0;
-  if (col + 1 < N) p[M] = v1;
-}
 #endif
+}
 
 #if A_IN_REGISTERS
 // Where this thread's TF32 A fragments lie in a column-major stage ([BM/32][BK][32] floats, 128-byte swizzled: k
@@ -478,13 +475,8 @@ extern "C" __global__ void __launch_bounds__(KERNEL_THREADS, 1)
 #else
         const float* d = acc[i] + 4 * j;
 #endif
-#if C_COL_MAJOR
-        hopper_store_transposed(cz, M, N, row + i * 64, col + j * 8, d[0], d[1]);
-        hopper_store_transposed(cz, M, N, row + i * 64 + HALF, col + j * 8, d[2], d[3]);
-#else
         hopper_store(cz, M, N, row + i * 64, col + j * 8, d[0], d[1]);
         hopper_store(cz, M, N, row + i * 64 + HALF, col + j * 8, d[2], d[3]);
-#endif
       }
 #endif
   }
