@@ -39,7 +39,7 @@ def admitted() -> list[dict]:
 
 
 def label(c: dict) -> str:
-    return f"{c['BM']}x{c['BN']}-s{c['STAGES']}-c{c['CONSUMERS']}-t{c['TMA_STORE']}-p{c['PROMOTE_K']}"
+    return f"{c['BM']}x{c['BN']}-s{c['STAGES']}-c{c['CONSUMERS']}-t{c['TMA_STORE']}-p{c['PROMOTE_K']}-o{c['OVERLAP']}"
 
 
 def test_the_default_and_the_seeds_are_admitted_points_of_the_space():
@@ -50,8 +50,10 @@ def test_the_default_and_the_seeds_are_admitted_points_of_the_space():
 
 
 @pytest.mark.parametrize(("overrides", "out", "match"), [
-    ({"BM": 128, "BN": 256, "CONSUMERS": 2}, torch.bfloat16, "128 wgmma accumulators and as many float32 sums"),
-    ({"BM": 128, "BN": 128, "CONSUMERS": 1}, torch.bfloat16, "256 registers; 128 fit"),
+    ({"BM": 128, "BN": 256, "CONSUMERS": 2, "OVERLAP": 0}, torch.bfloat16, "128 wgmma accumulators a set and 2 sets"),
+    ({"BM": 128, "BN": 128, "CONSUMERS": 1, "OVERLAP": 0}, torch.bfloat16, "256 registers; 192 fit"),
+    ({"BM": 128, "BN": 128, "CONSUMERS": 1}, torch.bfloat16, "3 sets .* 384 registers; 192 fit"),
+    ({"BM": 256, "BN": 128, "CONSUMERS": 2, "OVERLAP": 1}, torch.bfloat16, "3 sets .* 384 registers; 192 fit"),
     ({"BM": 64, "CONSUMERS": 2}, torch.bfloat16, "32 rows; a warpgroup takes whole m64 blocks"),
     ({"TMA_STORE": 1}, torch.float32, "TMA_STORE stores 16-bit outputs"),
 ])
@@ -157,6 +159,8 @@ GPU_CONFIGS = [
     pytest.param(IMPL.config({"BM": 128, "BN": 64, "CONSUMERS": 2, "TMA_STORE": 1, "STAGES": 4}), id="128x64-c2-t1"),
     pytest.param(IMPL.config({"BM": 64, "BN": 128, "CONSUMERS": 1, "STAGES": 4, "PROMOTE_K": 256}),
                  id="64x128-c1-p256"),
+    pytest.param(IMPL.config({"BM": 256, "BN": 64, "STAGES": 5, "PROMOTE_K": 256, "OVERLAP": 1}),
+                 id="256x64-p256-overlap"),
 ]
 
 
@@ -171,7 +175,9 @@ def check(call, config: dict) -> None:
     assert mismatch is None, f"{call.describe()} with {config}: {mismatch}"
 
 
-SIZES = [(1, 16, 16), (17, 33, 65), (255, 520, 1000), (1000, 1032, 200), (257, 1025, 4096)]
+# K: less than a k-tile, a k-tile and a bit, whole runs of OVERLAP_RUN intervals (1000: two at PROMOTE_K 128),
+# intervals only (200), runs and intervals left over (4736: 37 k-tiles)
+SIZES = [(1, 16, 16), (17, 33, 65), (255, 520, 1000), (1000, 1032, 200), (257, 1025, 4736)]
 
 
 def gpu_call(mnk: tuple[int, int, int], a_dtype: torch.dtype = E4M3, b_dtype: torch.dtype = E4M3, *,
@@ -215,15 +221,15 @@ def test_the_op_s_cases_match_the_reference(config):
 @on_hopper
 @pytest.mark.parametrize("scales", ["tensor", "row"])
 def test_long_sums_stay_within_the_tolerance_at_4096_deep(scales):
-    """K = 4096 at 4096×4096: the sums promoted once a k-tile (and every other one) stay inside the op's FP8
-    accumulation allowance, which sums never promoted miss."""
+    """K = 4096 at 4096×4096: the sums promoted once a k-tile (and every other one), with or without the
+    promotion overlapped, stay inside the op's FP8 accumulation allowance, which sums never promoted miss."""
     g = torch.Generator().manual_seed(7)
     args, kwargs = _inputs(4096, 4096, 4096, "cuda", E4M3, g, scales=scales)
     call = OP.check(*args, **kwargs)
     ref = OP.reference(call)
-    for promote in (128, 256):
-        out = IMPL.run(call, IMPL.config({"PROMOTE_K": promote}))
-        assert OP.verify(call, out, ref) is None, promote
+    for promote, overlap in itertools.product((128, 256), (0, 1)):
+        out = IMPL.run(call, IMPL.config({"PROMOTE_K": promote, "OVERLAP": overlap}))
+        assert OP.verify(call, out, ref) is None, (promote, overlap)
 
 
 @on_hopper

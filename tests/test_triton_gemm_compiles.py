@@ -18,3 +18,11 @@ def test_gemm_kernels_compile_for_sm90():
     compiled = scan("gemm", timeout=900)
     assert len(compiled) == 16, sorted(compiled)  # every case of GEMM_CASES, and linear's 5 activation passes
     assert not failures(compiled), failures(compiled)
+
+
+def test_scaled_matmul_s_default_fits_every_case():
+    """Its default config compiles within a block's shared memory on every small case (float32 outputs and
+    row-wise scales included), so the default runs any call the op takes."""
+    compiled = scan("scaled_matmul_default", timeout=900)
+    assert len(compiled) > 20, sorted(compiled)
+    assert not failures(compiled), failures(compiled)

@@ -4,6 +4,8 @@
                                                   # conformance cases of each of its GPU dtypes
     python tests/triton_compile_scan.py gemm      # the GEMM family's specializations (GEMM_CASES)
     python tests/triton_compile_scan.py attention_fp8  # FP8 attention's specializations (ATTENTION_FP8_CASES)
+    python tests/triton_compile_scan.py scaled_matmul_default  # scaled_matmul's default config on every small
+                                                               # conformance case, within a block's shared memory
 
 Prints a JSON object {name: ["ok kernel" | "FAIL kernel: why" | "host: why", ...]}. Run in a process without
 TRITON_INTERPRET (Triton's interpreter never compiles): the calls run on CPU tensors, their launches are caught
@@ -35,6 +37,7 @@ TYPES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", t
 OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
 CASES_PER_DTYPE = 3
 TARGET = GPUTarget("cuda", 90, 32)
+SHARED_LIMIT = 227 * 1024  # bytes of shared memory a block has on sm_90 (opt-in); the launch fails past it
 
 _launches: list[tuple] = []
 _compiled: set = set()
@@ -72,8 +75,9 @@ def signature(kernel, args: tuple, kwargs: dict) -> tuple[dict, dict]:
     return types, constexprs
 
 
-def compile_launches(run: Callable[[], object], label: str) -> list[str]:
-    """Run ``run`` with launches caught, then compile each launch not compiled before; a line per launch."""
+def compile_launches(run: Callable[[], object], label: str, shared: bool = False) -> list[str]:
+    """Run ``run`` with launches caught, then compile each launch not compiled before; a line per launch.
+    ``shared``: a kernel that needs more shared memory than SHARED_LIMIT fails (its launch would)."""
     _launches.clear()
     found = []
     try:
@@ -87,8 +91,11 @@ def compile_launches(run: Callable[[], object], label: str) -> list[str]:
             key = (id(kernel), json.dumps(types, sort_keys=True), repr(sorted(constexprs.items())),
                    repr(sorted(options.items())))
             if key not in _compiled:  # else the same kernel and types, compiled for an earlier launch
-                triton.compile(ASTSource(fn=kernel, signature=types, constexprs=constexprs), target=TARGET,
-                               options=options)
+                compiled = triton.compile(ASTSource(fn=kernel, signature=types, constexprs=constexprs),
+                                          target=TARGET, options=options)
+                if shared and compiled.metadata.shared > SHARED_LIMIT:
+                    raise ValueError(f"{label}: {compiled.metadata.shared} bytes of shared memory, more than a "
+                                     f"block's {SHARED_LIMIT}")
                 _compiled.add(key)
             found.append(f"ok {kernel.fn.__name__}")
         except Exception as exc:
@@ -222,9 +229,26 @@ def attention_fp8_cases() -> dict[str, list[str]]:
     return results
 
 
+def scaled_matmul_default() -> dict[str, list[str]]:
+    """The Triton scaled_matmul plugin's default config on every small case of the op, both 8-bit formats: a
+    default runs any call, and its epilogue's shared memory grows with the output type and the scales."""
+    impl, spec = registry.impl("scaled_matmul", "triton"), registry.op("scaled_matmul")
+    results = {}
+    for dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
+        for case in [c for c in spec.cases() if c.small]:
+            def run(case=case, dtype=dtype) -> object:
+                args, kwargs = case.make(torch.device("cpu"), dtype, torch.Generator().manual_seed(0))
+                return impl.run(spec.check(*args, **kwargs), impl.config())
+            found = compile_launches(run, case.id, shared=True)
+            if found:  # an empty output launches nothing
+                results[f"{dtype_name(dtype)}/{case.id}"] = found
+    return results
+
+
 def main(argv: list[str]) -> int:
     _catch_launches()
-    what = {"plugins": plugins, "gemm": gemm_cases, "attention_fp8": attention_fp8_cases}
+    what = {"plugins": plugins, "gemm": gemm_cases, "attention_fp8": attention_fp8_cases,
+            "scaled_matmul_default": scaled_matmul_default}
     if len(argv) != 1 or argv[0] not in what:
         sys.exit(f"usage: triton_compile_scan.py {{{'|'.join(what)}}}")
     print(json.dumps(what[argv[0]]()))

@@ -52,10 +52,13 @@
 // takes no transpose. A k-tile is still one 128-byte line a row (BK 128) and a step 32 bytes of it (k32), so the
 // tiles, descriptors and ring are those above. Hopper's tensor cores add 8-bit float products in less than float32:
 // the wgmma accumulators restart from zero every PROMOTE_K of K (PROMOTE_K / BK k-tiles) and are added into a second
-// set, `total`, in float32 (both count against a consumer thread's 128); a tile's k-tiles are whole intervals, those
-// past K read as zeros, so that every wait is known at compile time. The epilogue scales total (SCALE_ROWS 0: by
-// scale_a[0]·scale_b[0]; 1: by scale_a[row]·scale_b[col]), adds bias[col] (BIAS 1) and converts to T, the output's
-// type (float32 too, stored from registers).
+// set, `total`, in float32; a tile's k-tiles are whole intervals, those past K read as zeros, so that every wait is
+// known at compile time. With OVERLAP 1 the intervals alternate between two sets of wgmma accumulators, acc and
+// acc2: an interval's sums are added into total once its successor's first MMAs are issued, so that the tensor cores
+// run through the promotion instead of waiting for it (three sets of sums a consumer thread, against two), in runs
+// of OVERLAP_RUN intervals; the intervals a tile has past whole runs go as without. The epilogue scales total
+// (SCALE_ROWS 0: by scale_a[0]·scale_b[0]; 1: by scale_a[row]·scale_b[col]), adds bias[col] (BIAS 1) and converts
+// to T, the output's type (float32 too, stored from registers).
 #ifndef CONSUMERS
 #define CONSUMERS 2
 #endif
@@ -74,6 +77,9 @@
 #ifndef SCALED
 #define SCALED 0
 #endif
+#ifndef OVERLAP
+#define OVERLAP 0  // SCALED: each promotion overlapped with the next interval's MMAs (two sets of wgmma sums)
+#endif
 #ifndef TF32
 #define TF32 0
 #endif
@@ -87,6 +93,7 @@
 typedef unsigned char AB_T;  // the operands' 8-bit floats, as bytes
 #define HOPPER_KERNEL scaled_matmul_wgmma
 #define PROMOTE_TILES (PROMOTE_K / BK)  // k-tiles summed by the tensor cores between additions into total
+#define OVERLAP_RUN 4  // OVERLAP: promotion intervals a pass of the consumer's overlapped loop (below)
 // k-tiles a tile takes: whole promotion intervals (the TMA unit reads zeros past K)
 #define K_TILES(K) (((K) + PROMOTE_K - 1) / PROMOTE_K * PROMOTE_TILES)
 #else
@@ -112,7 +119,9 @@ static_assert(BK * sizeof(AB_T) == 128, "a k-tile is one 128-byte line a row (th
 static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
 static_assert(WG_ROWS % 64 == 0 && BM <= 256, "a consumer owns whole m64 blocks; a TMA box is up to 256 rows");
 static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma's N: 64, 128 or 256");
-static_assert(MW * NACC * (SCALED ? 2 : 1) <= 128, "a consumer thread holds up to 128 accumulators");
+static_assert(MW * NACC * (SCALED ? 2 + OVERLAP : 1) <= (SCALED ? 192 : 128),
+              "a consumer thread holds up to 128 accumulators (SCALED: 192 registers of sums, every set counted)");
+static_assert(!OVERLAP || SCALED, "OVERLAP overlaps the promotion of 8-bit float sums");
 #if TF32
 static_assert(sizeof(T) == 4 && B_COL_MAJOR && !TMA_STORE && !SCALED,
               "TF32 wgmma reads float32 operands, B K-major (A from registers where it is not); C is stored from "
@@ -306,7 +315,10 @@ extern "C" __global__ void __launch_bounds__(KERNEL_THREADS, 1)
   a_fragment_offsets(a_offsets, warp, lane);
 #endif
 #if SCALED
-  float total[MW][NACC];  // the sums in float32, promoted from acc
+  float total[MW][NACC];  // the sums in float32, promoted from acc (and acc2)
+#endif
+#if OVERLAP
+  float acc2[MW][NACC];  // the wgmma sums of every second promotion interval
 #endif
   int it = 0;  // k-tiles consumed, over this block's tiles (as the producer counts them)
 #if TMA_STORE
@@ -328,21 +340,69 @@ extern "C" __global__ void __launch_bounds__(KERNEL_THREADS, 1)
 #endif
       }
 #if SCALED
+    // k-tile `it` into `sums` once it has landed, as one wgmma group: the first k32 step overwrites them unless
+    // `accumulate` (scale-d 0)
+    auto issue_k_tile = [&](float (&sums)[MW][NACC], bool accumulate) {
+      const int slot = it % STAGES;
+      mbar_wait(&full[slot], it / STAGES & 1);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < K_STEPS; ++kk)
+#pragma unroll
+        for (int i = 0; i < MW; ++i)
+          hopper_step(sums[i], a_desc + slot * A_UNITS + i * 64 * 128 / 16 + kk * A_STEP,
+                      b_desc + slot * B_UNITS + kk * B_STEP, kk > 0 || accumulate);
+      wgmma_commit();
+    };
+    int kt = 0;
+#if OVERLAP
+    // Runs of OVERLAP_RUN intervals, in acc and acc2 in turn. An interval's k-tiles go into `sums` (the first k32
+    // step overwriting them); after each k-tile's group is issued the consumer waits only for the group before it,
+    // which frees that group's stage and, at an interval's first k-tile, completes the previous interval's sums,
+    // `prior`, added into total while this one's MMAs run. Every set a wait frees is known at compile time, and a
+    // run ends with nothing in flight (its last promotion waits): ptxas serializes the MMAs where a group stays in
+    // flight across the loop's back edge while accumulators are read. The intervals left over run as below.
+    auto interval = [&](float (&sums)[MW][NACC], float (&prior)[MW][NACC], bool promote, int run_first) {
+#pragma unroll
+      for (int p = 0; p < PROMOTE_TILES; ++p, ++it) {
+        issue_k_tile(sums, p > 0);
+        wgmma_wait<1>();  // the group before this one has completed: its stage is free
+        if (it > run_first) mbar_arrive(&empty[(it - 1) % STAGES]);
+        if (p == 0 && promote) {
+#pragma unroll
+          for (int i = 0; i < MW; ++i) {
+            fence_operands(prior[i]);
+#pragma unroll
+            for (int e = 0; e < NACC; ++e) total[i][e] += prior[i][e];
+          }
+        }
+      }
+    };
+    for (; kt + OVERLAP_RUN * PROMOTE_TILES <= k_tiles; kt += OVERLAP_RUN * PROMOTE_TILES) {
+      const int run_first = it;
+      interval(acc, acc2, false, run_first);
+#pragma unroll
+      for (int r = 1; r < OVERLAP_RUN; r += 2) {
+        interval(acc2, acc, true, run_first);
+        if (r + 1 < OVERLAP_RUN) interval(acc, acc2, true, run_first);
+      }
+      wgmma_wait<0>();
+      mbar_arrive(&empty[(it - 1) % STAGES]);
+#pragma unroll
+      for (int i = 0; i < MW; ++i) {
+        fence_operands(acc2[i]);
+#pragma unroll
+        for (int e = 0; e < NACC; ++e) total[i][e] += acc2[i][e];
+      }
+    }
+#endif
     // PROMOTE_TILES k-tiles (unrolled: every wait below is known at compile time) are summed by the tensor cores,
     // the first k32 step overwriting acc (scale-d 0); after the last, acc is complete and added into total.
-    for (int kt = 0; kt < k_tiles; kt += PROMOTE_TILES) {
+    for (; kt < k_tiles; kt += PROMOTE_TILES) {
 #pragma unroll
       for (int p = 0; p < PROMOTE_TILES; ++p, ++it) {
         const int slot = it % STAGES;
-        mbar_wait(&full[slot], it / STAGES & 1);
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < K_STEPS; ++kk)
-#pragma unroll
-          for (int i = 0; i < MW; ++i)
-            hopper_step(acc[i], a_desc + slot * A_UNITS + i * 64 * 128 / 16 + kk * A_STEP,
-                        b_desc + slot * B_UNITS + kk * B_STEP, kk > 0 || p > 0);
-        wgmma_commit();
+        issue_k_tile(acc, p > 0);
         if (p + 1 < PROMOTE_TILES) {
           wgmma_wait<1>();  // k-tile it - 1's group has completed: its stage is free
           if (p > 0) mbar_arrive(&empty[(it - 1) % STAGES]);

@@ -5,7 +5,8 @@ A producer warpgroup brings 128-deep k-tiles of a (M×K, row-major) and of b thr
 column-major as torch._scaled_mm takes it) by TMA into a ring of 128-byte-swizzled stages; one or two consumer
 warpgroups run m64nNk32 8-bit float wgmma on them, e4m3 or e5m2 each. Hopper's tensor cores add those products in
 less than float32, so every PROMOTE_K of K the kernel adds the wgmma sums into float32 ones and restarts them from
-zero (as cuBLAS does by default): two sets of sums, which is why a consumer thread holds at most 64 of each.
+zero (as cuBLAS does by default): two sets of sums, or with OVERLAP 1 three (the wgmma sums of two intervals in
+turn, so that one interval's promotion runs beside the next one's MMAs), within a consumer thread's SUMS registers.
 An operand the TMA unit cannot read as it lies (a strided view, b row-major, an unaligned address) is copied
 first to contiguous K-major rows (K padded up to 16 bytes, the padding unread: the TMA unit reads zeros past K).
 """
@@ -27,7 +28,7 @@ from kernelzoo.registry import FP8, Call, dtype_name, parse_dtype
 from . import capability, out_dtype, rowwise
 
 BK = 128  # a k-tile: one 128-byte swizzled line of 8-bit floats a row
-SUMS = 128  # registers of sums a consumer thread holds: the wgmma accumulators and the float32 totals together
+SUMS = 192  # registers of sums a consumer thread holds: the sets of wgmma accumulators and the float32 totals
 DEFAULT_SHARED_OPTIN = 227 * 1024  # H100, H200; the device's own figure is used where torch reports it
 
 
@@ -35,16 +36,21 @@ class ScaledMatmulCuda(PersistentGrid, CudaImplementation):
     op = "scaled_matmul"
     dtypes = {"cuda": FP8}  # a's dtype; the output's is out_dtype
     # Block tile BM×BN over CONSUMERS warpgroups of BM/CONSUMERS rows (whole m64 blocks), STAGES k-tiles in flight,
-    # sums promoted every PROMOTE_K of K; TMA_STORE 1 stores 16-bit outputs through shared memory by TMA (N a
-    # multiple of 8). Threads 128·(CONSUMERS + 1); shared memory 1024 + STAGES·(BM + BN)·128 +
-    # TMA_STORE·CONSUMERS·16384 + 16·STAGES bytes. A config with more sums than a thread holds is rejected.
+    # sums promoted every PROMOTE_K of K, OVERLAP 1 beside the next interval's MMAs; TMA_STORE 1 stores 16-bit
+    # outputs through shared memory by TMA (N a multiple of 8). Threads 128·(CONSUMERS + 1); shared memory 1024 +
+    # STAGES·(BM + BN)·128 + TMA_STORE·CONSUMERS·16384 + 16·STAGES bytes. A config with more sums than a thread
+    # holds is rejected.
     config_space = {"BM": [64, 128, 256], "BN": [64, 128, 256], "STAGES": [3, 4, 5, 6], "CONSUMERS": [1, 2],
-                    "TMA_STORE": [0, 1], "PROMOTE_K": [128, 256]}
-    # 128×128 over two consumers (64 sums of each set a thread), six 32 KiB stages; promoted once a k-tile
-    default_config = {"BM": 128, "BN": 128, "STAGES": 6, "CONSUMERS": 2, "TMA_STORE": 0, "PROMOTE_K": 128}
-    # other tiles a thread's 128 registers of sums allow, the TMA store, and half as many promotions
-    tuning_seeds = ({"TMA_STORE": 1}, {"BM": 256, "BN": 64, "STAGES": 5}, {"BM": 128, "BN": 64, "CONSUMERS": 1},
-                    {"BM": 64, "BN": 128, "CONSUMERS": 1}, {"PROMOTE_K": 256})
+                    "TMA_STORE": [0, 1], "PROMOTE_K": [128, 256], "OVERLAP": [0, 1]}
+    # 128×128 over two consumers (64 sums of each set a thread), six 32 KiB stages; promoted once a k-tile, beside
+    # the next k-tile's MMAs
+    default_config = {"BM": 128, "BN": 128, "STAGES": 6, "CONSUMERS": 2, "TMA_STORE": 0, "PROMOTE_K": 128,
+                      "OVERLAP": 1}
+    # other tiles the sums' registers allow, the TMA store, half as many promotions, and each promotion waited for
+    # (the fastest on the H200 at 4096³ and 8192³: the TMA store with PROMOTE_K 256; docs/design/gemm.md)
+    tuning_seeds = ({"TMA_STORE": 1, "PROMOTE_K": 256, "OVERLAP": 0}, {"TMA_STORE": 1}, {"OVERLAP": 0},
+                    {"TMA_STORE": 1, "OVERLAP": 0}, {"PROMOTE_K": 256}, {"BM": 256, "BN": 64, "STAGES": 5},
+                    {"BM": 128, "BN": 64, "CONSUMERS": 1}, {"BM": 64, "BN": 128, "CONSUMERS": 1})
 
     def defines(self, dtype: torch.dtype, config: Mapping[str, Any]) -> dict[str, int | float | str]:
         """T is the output's type (config's "out", bfloat16 unless given), A_F8 a's 8-bit float (``dtype``), B_F8
@@ -78,11 +84,11 @@ class ScaledMatmulCuda(PersistentGrid, CudaImplementation):
         if rows % 64 or bm % consumers:
             raise UnsupportedError(f"scaled_matmul/cuda: {config} gives each of {consumers} consumer warpgroups "
                                    f"{bm / consumers:g} rows; a warpgroup takes whole m64 blocks")
-        accumulators = rows // 64 * bn // 2
-        if 2 * accumulators > SUMS:
+        accumulators, sets = rows // 64 * bn // 2, 2 + config.get("OVERLAP", 0)
+        if sets * accumulators > SUMS:
             raise UnsupportedError(f"scaled_matmul/cuda: {config} gives a consumer thread {accumulators} wgmma "
-                                   f"accumulators and as many float32 sums they are promoted into, "
-                                   f"{2 * accumulators} registers; {SUMS} fit")
+                                   f"accumulators a set and {sets} sets (the float32 sums included), "
+                                   f"{sets * accumulators} registers; {SUMS} fit")
         if config["TMA_STORE"] and out.itemsize != 2:
             raise UnsupportedError(f"scaled_matmul/cuda: TMA_STORE stores 16-bit outputs (a 128-byte line of 64), "
                                    f"not {dtype_name(out)}: {config}")
