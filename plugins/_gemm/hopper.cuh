@@ -93,7 +93,7 @@
 typedef unsigned char AB_T;  // the operands' 8-bit floats, as bytes
 #define HOPPER_KERNEL scaled_matmul_wgmma
 #define PROMOTE_TILES (PROMOTE_K / BK)  // k-tiles summed by the tensor cores between additions into total
-#define OVERLAP_RUN 4  // OVERLAP: promotion intervals a pass of the consumer's overlapped loop (below)
+#define OVERLAP_RUN 4  // OVERLAP: promotion intervals a pass of the consumer's overlapped loop (spelled out)
 // k-tiles a tile takes: whole promotion intervals (the TMA unit reads zeros past K)
 #define K_TILES(K) (((K) + PROMOTE_K - 1) / PROMOTE_K * PROMOTE_TILES)
 #else
@@ -339,9 +339,9 @@ extern "C" __global__ void __launch_bounds__(KERNEL_THREADS, 1)
         acc[i][e] = 0.0f;
 #endif
       }
-#if SCALED
-    // k-tile `it` into `sums` once it has landed, as one wgmma group: the first k32 step overwrites them unless
-    // `accumulate` (scale-d 0)
+#if !A_IN_REGISTERS
+    // k-tile `it` into `sums` once it has landed, as one wgmma group: its first step overwrites them unless
+    // `accumulate` (scale-d 0: the first k-tile of an 8-bit float promotion interval)
     auto issue_k_tile = [&](float (&sums)[MW][NACC], bool accumulate) {
       const int slot = it % STAGES;
       mbar_wait(&full[slot], it / STAGES & 1);
@@ -354,6 +354,8 @@ extern "C" __global__ void __launch_bounds__(KERNEL_THREADS, 1)
                       b_desc + slot * B_UNITS + kk * B_STEP, kk > 0 || accumulate);
       wgmma_commit();
     };
+#endif
+#if SCALED
     int kt = 0;
 #if OVERLAP
     // Runs of OVERLAP_RUN intervals, in acc and acc2 in turn. An interval's k-tiles go into `sums` (the first k32
@@ -381,11 +383,9 @@ extern "C" __global__ void __launch_bounds__(KERNEL_THREADS, 1)
     for (; kt + OVERLAP_RUN * PROMOTE_TILES <= k_tiles; kt += OVERLAP_RUN * PROMOTE_TILES) {
       const int run_first = it;
       interval(acc, acc2, false, run_first);
-#pragma unroll
-      for (int r = 1; r < OVERLAP_RUN; r += 2) {
-        interval(acc2, acc, true, run_first);
-        if (r + 1 < OVERLAP_RUN) interval(acc, acc2, true, run_first);
-      }
+      interval(acc2, acc, true, run_first);
+      interval(acc, acc2, true, run_first);
+      interval(acc2, acc, true, run_first);
       wgmma_wait<0>();
       mbar_arrive(&empty[(it - 1) % STAGES]);
 #pragma unroll
@@ -462,16 +462,7 @@ extern "C" __global__ void __launch_bounds__(KERNEL_THREADS, 1)
     if (k_tiles > 0) mbar_arrive(&empty[(it - 1) % STAGES]);
 #else
     for (int kt = 0; kt < k_tiles; ++kt, ++it) {
-      const int slot = it % STAGES;
-      mbar_wait(&full[slot], it / STAGES & 1);
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < K_STEPS; ++kk)
-#pragma unroll
-        for (int i = 0; i < MW; ++i)
-          hopper_step(acc[i], a_desc + slot * A_UNITS + i * 64 * 128 / 16 + kk * A_STEP,
-                      b_desc + slot * B_UNITS + kk * B_STEP, 1);
-      wgmma_commit();
+      issue_k_tile(acc, true);
       wgmma_wait<1>();  // k-tile it - 1's group has completed: its stage is free
       if (kt > 0) mbar_arrive(&empty[(it - 1) % STAGES]);
     }

@@ -47,7 +47,8 @@ class ScaledMatmulCuda(PersistentGrid, CudaImplementation):
     default_config = {"BM": 128, "BN": 128, "STAGES": 6, "CONSUMERS": 2, "TMA_STORE": 0, "PROMOTE_K": 128,
                       "OVERLAP": 1}
     # other tiles the sums' registers allow, the TMA store, half as many promotions, and each promotion waited for
-    # (the fastest on the H200 at 4096³ and 8192³: the TMA store with PROMOTE_K 256; docs/design/gemm.md)
+    # (first, what the tuner chose on the H200 at 4096³ and 8192³: the TMA store with PROMOTE_K 256 without the
+    # overlap; docs/design/gemm.md)
     tuning_seeds = ({"TMA_STORE": 1, "PROMOTE_K": 256, "OVERLAP": 0}, {"TMA_STORE": 1}, {"OVERLAP": 0},
                     {"TMA_STORE": 1, "OVERLAP": 0}, {"PROMOTE_K": 256}, {"BM": 256, "BN": 64, "STAGES": 5},
                     {"BM": 128, "BN": 64, "CONSUMERS": 1}, {"BM": 64, "BN": 128, "CONSUMERS": 1})
@@ -84,7 +85,7 @@ class ScaledMatmulCuda(PersistentGrid, CudaImplementation):
         if rows % 64 or bm % consumers:
             raise UnsupportedError(f"scaled_matmul/cuda: {config} gives each of {consumers} consumer warpgroups "
                                    f"{bm / consumers:g} rows; a warpgroup takes whole m64 blocks")
-        accumulators, sets = rows // 64 * bn // 2, 2 + config.get("OVERLAP", 0)
+        accumulators, sets = rows // 64 * bn // 2, 2 + config["OVERLAP"]
         if sets * accumulators > SUMS:
             raise UnsupportedError(f"scaled_matmul/cuda: {config} gives a consumer thread {accumulators} wgmma "
                                    f"accumulators a set and {sets} sets (the float32 sums included), "
