@@ -16,6 +16,7 @@ import hashlib
 import json
 import math
 import random
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
@@ -213,6 +214,7 @@ def search(store: Store, pool: WorkerPool, target: Target, options: TuneOptions,
         held = {**_held(study, options), **{k: _Measured(-1, None, {}) for k in busy}}
         if progress is not None:
             progress(done_count(held), total, _best(study))
+    _await_others(study, options)
     result = _result(store, study, target, choices)
     result.measured = measured
     return result
@@ -220,17 +222,38 @@ def search(store: Store, pool: WorkerPool, target: Target, options: TuneOptions,
 
 def _held(study: optuna.Study, options: TuneOptions, asking: int | None = None) -> dict[str, _Measured]:
     """The configs the study holds a measurement of: finished trials that measured (not repeats, not ended by an
-    interruption), and trials another tuner is measuring now (started within two trial timeouts)."""
+    interruption), and trials another tuner is measuring now (``_measuring``)."""
     held: dict[str, _Measured] = {}
-    recent = datetime.now() - timedelta(seconds=2 * options.timeout_s + 60)
     for t in study.get_trials(deepcopy=False):
         if t.state in (TrialState.COMPLETE, TrialState.FAIL):
             if "outcome" in t.user_attrs and "repeat_of" not in t.user_attrs:
                 held.setdefault(_key(t.params), _Measured.of(t))
-        elif (t.state == TrialState.RUNNING and t.number != asking and t.datetime_start is not None
-              and t.datetime_start.replace(tzinfo=None) > recent and "repeat_of" not in t.user_attrs):
+        elif t.number != asking and _measuring(t, options):
             held.setdefault(_key(t.params), _Measured(t.number, None, {}))
     return held
+
+
+def _measuring(t: optuna.trial.FrozenTrial, options: TuneOptions) -> bool:
+    """Whether a tuner is measuring ``t`` now: running, not a repeat, started within two trial timeouts (an older
+    one was left by a tuner that died)."""
+    recent = datetime.now() - timedelta(seconds=2 * options.timeout_s + 60)
+    return (t.state == TrialState.RUNNING and t.datetime_start is not None
+            and t.datetime_start.replace(tzinfo=None) > recent and "repeat_of" not in t.user_attrs)
+
+
+def _await_others(study: optuna.Study, options: TuneOptions, poll_s: float = 0.05) -> None:
+    """Wait, for as long as a trial may take, until the trials other tuners are measuring now have ended: the
+    search counted their configs as measured, so the key's result must hold their measurements (else a key whose
+    last configs another tuner measured would end here without a winner). Trials they start later are theirs."""
+    def running() -> set[int]:
+        return {t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+                if _measuring(t, options)}
+
+    pending = running()
+    deadline = time.monotonic() + 2 * options.timeout_s + 60
+    while pending and time.monotonic() < deadline:
+        time.sleep(poll_s)
+        pending &= running()
 
 
 def _waiting(study: optuna.Study) -> set[str]:
