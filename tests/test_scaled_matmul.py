@@ -151,6 +151,16 @@ def test_the_tuning_key_tells_the_variants_apart_and_rebuilds_from_its_parameter
     assert again.inputs["b"].stride(0) == 1, "examples give b column-major, as torch._scaled_mm takes it"
 
 
+@pytest.mark.parametrize(("n", "out_dtype", "unaligned"), [(4097, torch.bfloat16, True), (4096, torch.bfloat16, False),
+                                                           (4, torch.float32, False), (6, torch.float32, True)])
+def test_outputs_whose_rows_a_tma_store_cannot_take_have_keys_of_their_own(n, out_dtype, unaligned) -> None:
+    call = OP.check(*_operands(40, n, 64, row=False), out_dtype=out_dtype)
+    assert OP.flags(call).endswith("-unaligned") is unaligned
+    params = example_params(OP, OP.parse_shape(OP.shape_string(call)), "float8_e4m3fn", call.params)
+    again = OP.example(OP.parse_shape(OP.shape_string(call)), torch.float8_e4m3fn, "cpu", **params)
+    assert OP.flags(again) == OP.flags(call)
+
+
 def test_tuning_and_benchmarks_take_the_8_bit_input_dtypes() -> None:
     assert default_dtypes("scaled_matmul", ["torch", "python"], "cpu") == ["float8_e4m3fn", "float8_e5m2"]
     found = bench_cases("scaled_matmul", "cpu")

@@ -197,10 +197,15 @@ class ScaledMatmul(Op):
         return {"m": a.shape[0], "n": b.shape[1], "k": a.shape[1]}
 
     def flags(self, call: Call) -> str:
+        """The output dtype, then "row" (row-wise scales), "bias", "b-<dtype>" (b's 8-bit float where it is not
+        a's) and "unaligned" where the output's rows are not 16-byte aligned: a TMA store needs them to be, so
+        the fastest config differs there (a call's own operand layouts do not split keys: kernels copy what they
+        cannot read as it lies)."""
         p = call.params
         b_dtype = "" if p["b_dtype"] == dtype_name(call.dtype) else f"b-{p['b_dtype']}"
+        row_bytes = call.inputs["b"].shape[1] * parse_dtype(p["out_dtype"]).itemsize
         return "-".join(filter(None, [p["out_dtype"], "row" if rowwise(call) else "", "bias" if p["with_bias"] else "",
-                                      b_dtype]))
+                                      b_dtype, "unaligned" if row_bytes % 16 else ""]))
 
     def flops(self, call: Call) -> float:
         s = self.sizes(call)
