@@ -356,6 +356,15 @@ extern "C" __global__ void __launch_bounds__(KERNEL_THREADS, 1)
     };
 #endif
 #if SCALED
+    // `sums` (complete: their group has been waited for) added into the float32 total
+    auto promote = [&](float (&sums)[MW][NACC]) {
+#pragma unroll
+      for (int i = 0; i < MW; ++i) {
+        fence_operands(sums[i]);
+#pragma unroll
+        for (int e = 0; e < NACC; ++e) total[i][e] += sums[i][e];
+      }
+    };
     int kt = 0;
 #if OVERLAP
     // Runs of OVERLAP_RUN intervals, in acc and acc2 in turn. An interval's k-tiles go into `sums` (the first k32
@@ -364,20 +373,13 @@ extern "C" __global__ void __launch_bounds__(KERNEL_THREADS, 1)
     // `prior`, added into total while this one's MMAs run. Every set a wait frees is known at compile time, and a
     // run ends with nothing in flight (its last promotion waits): ptxas serializes the MMAs where a group stays in
     // flight across the loop's back edge while accumulators are read. The intervals left over run as below.
-    auto interval = [&](float (&sums)[MW][NACC], float (&prior)[MW][NACC], bool promote, int run_first) {
+    auto interval = [&](float (&sums)[MW][NACC], float (&prior)[MW][NACC], bool promote_prior, int run_first) {
 #pragma unroll
       for (int p = 0; p < PROMOTE_TILES; ++p, ++it) {
         issue_k_tile(sums, p > 0);
         wgmma_wait<1>();  // the group before this one has completed: its stage is free
         if (it > run_first) mbar_arrive(&empty[(it - 1) % STAGES]);
-        if (p == 0 && promote) {
-#pragma unroll
-          for (int i = 0; i < MW; ++i) {
-            fence_operands(prior[i]);
-#pragma unroll
-            for (int e = 0; e < NACC; ++e) total[i][e] += prior[i][e];
-          }
-        }
+        if (p == 0 && promote_prior) promote(prior);
       }
     };
     for (; kt + OVERLAP_RUN * PROMOTE_TILES <= k_tiles; kt += OVERLAP_RUN * PROMOTE_TILES) {
@@ -388,12 +390,7 @@ extern "C" __global__ void __launch_bounds__(KERNEL_THREADS, 1)
       interval(acc2, acc, true, run_first);
       wgmma_wait<0>();
       mbar_arrive(&empty[(it - 1) % STAGES]);
-#pragma unroll
-      for (int i = 0; i < MW; ++i) {
-        fence_operands(acc2[i]);
-#pragma unroll
-        for (int e = 0; e < NACC; ++e) total[i][e] += acc2[i][e];
-      }
+      promote(acc2);
     }
 #endif
     // PROMOTE_TILES k-tiles (unrolled: every wait below is known at compile time) are summed by the tensor cores,
@@ -408,14 +405,9 @@ extern "C" __global__ void __launch_bounds__(KERNEL_THREADS, 1)
           if (p > 0) mbar_arrive(&empty[(it - 1) % STAGES]);
         } else {
           wgmma_wait<0>();
-#pragma unroll
-          for (int i = 0; i < MW; ++i) fence_operands(acc[i]);
           if (p > 0) mbar_arrive(&empty[(it - 1) % STAGES]);
           mbar_arrive(&empty[slot]);
-#pragma unroll
-          for (int i = 0; i < MW; ++i)
-#pragma unroll
-            for (int e = 0; e < NACC; ++e) total[i][e] += acc[i][e];
+          promote(acc);
         }
       }
     }

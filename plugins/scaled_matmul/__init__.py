@@ -203,7 +203,7 @@ class ScaledMatmul(Op):
         cannot read as it lies)."""
         p = call.params
         b_dtype = "" if p["b_dtype"] == dtype_name(call.dtype) else f"b-{p['b_dtype']}"
-        row_bytes = call.inputs["b"].shape[1] * parse_dtype(p["out_dtype"]).itemsize
+        row_bytes = call.inputs["b"].shape[1] * out_dtype(call).itemsize
         return "-".join(filter(None, [p["out_dtype"], "row" if rowwise(call) else "", "bias" if p["with_bias"] else "",
                                       b_dtype, "unaligned" if row_bytes % 16 else ""]))
 
